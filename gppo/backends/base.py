@@ -1,0 +1,98 @@
+"""The Backend contract: a small object that turns a :class:`Cell` into a :class:`Job`.
+
+A backend does no I/O in :meth:`Backend.job`: it only builds the argv, environment and resources
+of the process that the dispatcher will run as one Ray job. The process itself (the backend's
+entrypoint, ``python -m gppo.backends.<name>``) trains, evaluates avg@k and logs into the MLflow
+run named by ``MLFLOW_RUN_ID`` using the names in :mod:`gppo.metrics`:
+
+* every step: ``metrics.TRAIN_SCORE``, ``metrics.ENTROPY``, the loss diagnostics via
+  ``metrics.train_metric(key)``, ``metrics.WALL_TIME``;
+* every evaluation (step 0 = base model, and the final step): ``metrics.eval_metric(b, k)`` for
+  each benchmark ``b`` and ``metrics.eval_domain_metric(k)``;
+* at the very end, after the final evaluation is logged: tag ``metrics.TAG_FINISHED = "true"``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shlex
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from pydantic import BaseModel
+
+from gppo.grid.cell import Cell, Resources
+
+
+@dataclass(frozen=True)
+class Job:
+    """A process to run as one Ray job: argv (never a shell string), extra env, resources."""
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    resources: Resources = field(default_factory=Resources)
+
+    @property
+    def entrypoint(self) -> str:
+        """The argv quoted for Ray's shell entrypoint: no value can inject shell syntax."""
+        return shlex.join(self.argv)
+
+
+class Backend(ABC):
+    """Base class of backends. Subclasses set the class attributes and implement :meth:`job`."""
+
+    name: ClassVar[str]
+    #: pydantic model of the backend's own section of the grid spec (``local:`` / ``verl:``).
+    settings_model: ClassVar[type[BaseModel]]
+    #: module run inside the Ray job, e.g. ``gppo.backends.local``.
+    entrypoint_module: ClassVar[str]
+    #: True when a retried attempt resumes the same MLflow run (verl: checkpoint resume);
+    #: False when each attempt starts clean in a new child run (the CPU testbed).
+    reuse_run_on_retry: ClassVar[bool] = False
+
+    def validate_settings(self, raw: Mapping[str, Any]) -> BaseModel:
+        """Validate the backend's section (raises pydantic.ValidationError)."""
+        return self.settings_model.model_validate(dict(raw))
+
+    def default_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
+        """Benchmarks evaluated when the spec names none."""
+        return ()
+
+    def known_benchmarks(self, settings: BaseModel) -> tuple[str, ...] | None:
+        """Benchmarks the spec may name, or ``None`` when any name is allowed."""
+        return None
+
+    @abstractmethod
+    def job(self, cell: Cell) -> Job:
+        """Turn one resolved cell into the job that trains and evaluates it (pure)."""
+
+
+_REGISTRY: dict[str, type[Backend]] = {}
+#: Built-in backends, imported on first use so that ``import gppo`` stays light.
+_BUILTIN_MODULES = {"local": "gppo.backends.local.backend", "verl": "gppo.backends.verl.backend"}
+
+
+def register_backend(cls: type[Backend]) -> type[Backend]:
+    """Class decorator adding a backend to the registry under ``cls.name``."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def known_backends() -> list[str]:
+    return sorted(set(_REGISTRY) | set(_BUILTIN_MODULES))
+
+
+def get_backend(name: str) -> Backend:
+    """Instantiate the backend registered as ``name``; unknown names list the known ones."""
+    if name not in _REGISTRY and name in _BUILTIN_MODULES:
+        importlib.import_module(_BUILTIN_MODULES[name])
+    try:
+        return _REGISTRY[name]()
+    except KeyError:
+        raise KeyError(
+            f"unknown backend {name!r}; known: {', '.join(known_backends())}"
+        ) from None
+
+

@@ -1,0 +1,79 @@
+"""One cell of a sweep: everything a backend needs to turn it into a job, fully resolved.
+
+``grid.expand`` produces these; ``Backend.job`` consumes them. A Cell is plain data (JSON-safe
+values only) so it can be hashed, shown by ``plan`` and passed to a job's entrypoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What one cell's job holds while it runs (the dispatcher never oversubscribes these)."""
+
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    memory_gb: float | None = None
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A resolved cell.
+
+    Attributes:
+        id: readable, stable id, e.g. ``kl-atomic-s0`` or ``gspo-s1``.
+        method: method-registry name: ``gppo`` for grid cells, the baseline's name otherwise.
+        divergence, estimator: the grid coordinates (``None`` for baselines).
+        delta: the radius δ used (calibrated from ``r_min`` unless the spec gave one).
+        seed: replicate seed.
+        loss_params: keyword arguments for the method's loss (beyond the four tensors), e.g.
+            ``{"divergence": "kl", "estimator": "atomic", "delta": 0.223, "ratio_bounds": [0.5, 10],
+            "dual_clip": 10.0}`` for a grid cell or ``{"clip_ratio_low": 3e-4, ...}`` for GSPO.
+        backend: backend name (``local`` | ``verl``).
+        settings: the backend's own section after per-cell overrides, as validated by it.
+        benchmarks: evaluation benchmarks (empty: the backend's defaults for its domain).
+        eval_k: samples per prompt for avg@k.
+        resources: what the job holds.
+    """
+
+    id: str
+    method: str
+    divergence: str | None
+    estimator: str | None
+    delta: float | None
+    seed: int
+    loss_params: dict[str, Any] = field(default_factory=dict)
+    backend: str = "local"
+    settings: dict[str, Any] = field(default_factory=dict)
+    benchmarks: tuple[str, ...] = ()
+    eval_k: int = 8
+    resources: Resources = field(default_factory=Resources)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["benchmarks"] = list(self.benchmarks)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Cell:
+        data = dict(data)
+        data["benchmarks"] = tuple(data.get("benchmarks", ()))
+        data["resources"] = Resources(**data.get("resources", {}))
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Cell:
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def config_hash(self) -> str:
+        """Short hash of every setting: a changed cell gets a new hash (and a new run)."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]

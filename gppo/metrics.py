@@ -1,0 +1,97 @@
+"""Every metric and tag name shared by the writers (backends, dispatcher) and readers (analysis).
+
+MLflow refuses ``@`` in metric names, so avg@k is stored as ``avg_at_k``. Training metrics are
+logged with the MLflow ``step`` set to the optimisation step; evaluation metrics use the step at
+which the evaluation ran (0 for the base model, before any update).
+"""
+
+from __future__ import annotations
+
+# --- training metrics (one value per optimisation step) -------------------------------------
+TRAIN_SCORE = "train/score"  # mean 0/1 reward of the step's rollouts
+ENTROPY = "train/entropy"  # mean token entropy of the policy on the step's rollouts
+APPROX_KL = "train/approx_kl"
+RATIO_MEAN = "train/ratio_mean"
+RATIO_MAX = "train/ratio_max"
+CLIP_FRAC_LOW = "train/clip_frac_low"
+CLIP_FRAC_HIGH = "train/clip_frac_high"
+BOUND_ACTIVE_FRAC = "train/bound_active_frac"  # share of tokens where ratio_bounds cut the region
+DUAL_CLIP_FRAC = "train/dual_clip_frac"
+POLICY_LOSS = "train/policy_loss"
+WALL_TIME = "train/wall_time_s"  # seconds since the cell started
+
+#: Behaviour-probability buckets of MATH.md ("where atomic and binary differ from mc").
+MU_BUCKETS: tuple[tuple[str, float, float], ...] = (
+    ("mu_lt_0.01", 0.0, 0.01),
+    ("mu_0.01_0.1", 0.01, 0.1),
+    ("mu_0.1_0.5", 0.1, 0.5),
+    ("mu_ge_0.5", 0.5, 1.0),
+)
+
+
+def train_metric(loss_metric_key: str) -> str:
+    """MLflow name of a diagnostic returned by a loss (``clip_frac_low`` -> ``train/clip_frac_low``)."""
+    return f"train/{loss_metric_key}"
+
+
+def clip_frac_bucket(bucket: str, side: str = "") -> str:
+    """Clip fraction within one μ bucket; ``side`` is ``""`` (low + high), ``"low"`` or ``"high"``."""
+    suffix = f"_{side}" if side else ""
+    return f"train/clip_frac{suffix}/{bucket}"
+
+
+# --- evaluation metrics ------------------------------------------------------------------------
+def avg_at(k: int) -> str:
+    """The MLflow-safe spelling of avg@k."""
+    return f"avg_at_{k}"
+
+
+def eval_metric(benchmark: str, k: int) -> str:
+    """avg@k on one benchmark, e.g. ``eval/add-hard/avg_at_8``."""
+    return f"eval/{benchmark}/{avg_at(k)}"
+
+
+def eval_domain_metric(k: int) -> str:
+    """Mean avg@k over the domain's benchmarks, e.g. ``eval/avg_at_8``."""
+    return f"eval/{avg_at(k)}"
+
+
+def parse_eval_metric(name: str) -> tuple[str, int] | None:
+    """Inverse of :func:`eval_metric`: ``(benchmark, k)``, or ``None`` for any other name."""
+    parts = name.split("/")
+    if len(parts) != 3 or parts[0] != "eval" or not parts[2].startswith("avg_at_"):
+        return None
+    try:
+        return parts[1], int(parts[2].removeprefix("avg_at_"))
+    except ValueError:
+        return None
+
+
+# --- tags --------------------------------------------------------------------------------------
+TAG_PREFIX = "gppo."
+TAG_ROLE = "gppo.role"  # ROLE_SWEEP (parent run), ROLE_CELL, ROLE_TRIAL
+ROLE_SWEEP = "sweep"
+ROLE_CELL = "cell"
+ROLE_TRIAL = "trial"
+TAG_SWEEP_ID = "gppo.sweep_id"
+TAG_SWEEP_NAME = "gppo.sweep_name"
+TAG_CELL_ID = "gppo.cell_id"
+TAG_METHOD = "gppo.method"
+TAG_DIVERGENCE = "gppo.divergence"
+TAG_ESTIMATOR = "gppo.estimator"
+TAG_SEED = "gppo.seed"
+TAG_ATTEMPT = "gppo.attempt"
+TAG_DOMAIN = "gppo.domain"
+TAG_BACKEND = "gppo.backend"
+TAG_CELL_HASH = "gppo.cell_hash"  # hash of the cell's resolved settings
+TAG_RAY_JOB_ID = "gppo.ray_job_id"  # submission id of the attempt that owns the run
+TAG_TRIAL_NUMBER = "gppo.trial_number"
+TAG_STUDY_NAME = "gppo.study_name"
+#: Set to "true" by a backend entrypoint only after its final evaluation has been logged.
+TAG_FINISHED = "gppo.finished"
+TAG_FAILURE = "gppo.failure"  # last log lines of a cell that kept failing
+PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag
+
+# --- environment passed to a job ---------------------------------------------------------------
+ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
+ENV_RUN_ID = "MLFLOW_RUN_ID"
