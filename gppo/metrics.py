@@ -67,6 +67,22 @@ def parse_eval_metric(name: str) -> tuple[str, int] | None:
         return None
 
 
+def eval_base_metric(benchmark: str, k: int) -> str:
+    """The base model's avg@k (the step-0 eval) under its own name, e.g. ``eval_base/add-hard/avg_at_8``.
+
+    Backends log the step-0 evaluation both as :func:`eval_metric` (step 0) and under this name, so
+    a reader gets the base score from the run's latest values without one history call per run.
+    """
+    return f"eval_base/{benchmark}/{avg_at(k)}"
+
+
+def parse_eval_base_metric(name: str) -> tuple[str, int] | None:
+    """Inverse of :func:`eval_base_metric`: ``(benchmark, k)``, or ``None`` for any other name."""
+    if not name.startswith("eval_base/"):
+        return None
+    return parse_eval_metric("eval/" + name.removeprefix("eval_base/"))
+
+
 # --- tags --------------------------------------------------------------------------------------
 TAG_PREFIX = "gppo."
 TAG_ROLE = "gppo.role"  # ROLE_SWEEP (parent run), ROLE_CELL, ROLE_TRIAL

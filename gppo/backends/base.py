@@ -51,6 +51,11 @@ class Backend(ABC):
     #: True when a retried attempt resumes the same MLflow run (verl: checkpoint resume);
     #: False when each attempt starts clean in a new child run (the CPU testbed).
     reuse_run_on_retry: ClassVar[bool] = False
+    #: True when the entrypoint process itself uses ``Job.resources`` (submit it with
+    #: entrypoint_num_cpus/num_gpus). False when the entrypoint is a driver that starts its own
+    #: GPU actors (verl): the dispatcher still gates concurrency on ``Job.resources`` but submits
+    #: the entrypoint with no GPUs, or the job's own placement groups could never get them.
+    entrypoint_holds_resources: ClassVar[bool] = True
 
     def validate_settings(self, raw: Mapping[str, Any]) -> BaseModel:
         """Validate the backend's section (raises pydantic.ValidationError)."""

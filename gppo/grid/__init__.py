@@ -1,5 +1,27 @@
-"""Grid specs: schema, validation with one-line errors, deterministic expansion into cells."""
+"""Grid specs: schema, validation with one-line errors, deterministic expansion into cells.
+
+``load_plan(path)`` is the one call most users need: it returns a :class:`Plan` (the validated
+spec, its sweep id and its cells) or raises :class:`SpecError` whose ``str`` is the one-line
+``FILE: field.path: message`` the CLI prints.
+"""
 
 from gppo.grid.cell import Cell, Resources
+from gppo.grid.errors import SpecError
+from gppo.grid.expand import expand, sweep_id
+from gppo.grid.load import load_spec, parse_spec
+from gppo.grid.plan import Plan, load_plan, plan_rows
+from gppo.grid.schema import GridSpec
 
-__all__ = ["Cell", "Resources"]
+__all__ = [
+    "Cell",
+    "GridSpec",
+    "Plan",
+    "Resources",
+    "SpecError",
+    "expand",
+    "load_plan",
+    "load_spec",
+    "parse_spec",
+    "plan_rows",
+    "sweep_id",
+]

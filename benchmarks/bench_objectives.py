@@ -1,0 +1,187 @@
+"""Speed and peak memory of every GPPO cell and baseline against verl's ``vanilla`` PPO loss.
+
+    .venv/bin/python benchmarks/bench_objectives.py            # B x T = 512 x 2048, float32, CPU
+    .venv/bin/python benchmarks/bench_objectives.py --quick    # 64 x 512
+
+Time: forward + backward of each loss on the same tensors, all losses interleaved round by round
+(the machine may be shared), median over ``--repeats`` rounds after a warm-up round (the warm-up
+builds the per-cell region tables, a one-off per (cell, delta)). Reported as wall time and as
+process CPU time (robust to other load on the machine), each divided by verl's ``vanilla``
+measured in the same rounds. Context rows: verl's ``dppo_tv`` / ``dppo_kl`` and a bare
+exp-multiply-mean pass (the floor for any such loss).
+
+Memory: torch has no allocator statistics for CPU tensors (and tracemalloc does not see them), so
+each loss runs in its own subprocess: it builds the same tensors, runs the loss once on a small
+shape (lazy initialisation, region tables), reads the peak RSS (ru_maxrss), runs forward +
+backward at the full shape, and reports the growth of the peak RSS: the loss's own peak working
+set on top of its inputs. Divided by the same figure for ``vanilla``.
+
+The data: mu = exp(old_log_prob) mixes confident tokens (mu > 0.9, 70%) and rare ones
+(log mu down to -8); pi moves from mu by a logit perturbation of scale 0.2 (so pi < 1 and
+|log r| is small, as after one optimisation step); sequence-level advantages; random lengths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import torch
+
+from gppo.objectives import gppo_policy_loss
+from gppo.objectives.methods import get_method
+
+GRID = [(d, e) for d in ("tv", "chi2", "kl", "hellinger") for e in ("mc", "atomic", "binary")]
+EXTENSIONS = [(d, e) for d in ("rkl", "js", "alpha:0.5") for e in ("mc", "atomic", "binary")]
+BASELINES = ["gspo", "gmpo", "sapo", "cispo", "clip_cov"]
+
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
+LossFn = Callable[[torch.Tensor], tuple[torch.Tensor, dict]]
+
+
+def make_data(b: int, t: int, seed: int = 0) -> Batch:
+    g = torch.Generator().manual_seed(seed)
+    confident = torch.rand(b, t, generator=g) < 0.7
+    log_mu = torch.where(
+        confident,
+        torch.log(1 - 0.1 * torch.rand(b, t, generator=g)),
+        -8.0 * torch.rand(b, t, generator=g) - 0.1,
+    ).clamp(max=-1e-6)
+    logit = log_mu - torch.log(-torch.expm1(log_mu))
+    new_logit = logit + 0.2 * torch.randn(b, t, generator=g)
+    log_pi = torch.nn.functional.logsigmoid(new_logit)
+    adv = torch.randn(b, 1, generator=g).expand(b, t).contiguous()
+    lengths = torch.randint(t // 4, t + 1, (b,), generator=g)
+    mask = (torch.arange(t)[None, :] < lengths[:, None]).float()
+    return log_mu.float(), log_pi.float(), adv.float(), mask
+
+
+def losses(data: Batch, names: list[str] | None = None) -> dict[str, LossFn]:
+    from verl.trainer.ppo.core_algos import get_policy_loss_fn
+    from verl.workers.config import ActorConfig
+
+    old, _, adv, mask = data
+    base = {"strategy": "fsdp", "rollout_n": 1, "ppo_micro_batch_size_per_gpu": 1}
+    vcfg = ActorConfig(
+        **base, clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=10.0
+    )
+    tcfg = ActorConfig(
+        **base, clip_ratio=0.1, clip_ratio_low=0.1, clip_ratio_high=0.1, clip_ratio_c=20.0
+    )
+    kcfg = ActorConfig(
+        **base, clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=20.0
+    )
+    out: dict[str, LossFn] = {
+        "verl vanilla": lambda lp: get_policy_loss_fn("vanilla")(
+            old, lp, adv, mask, "token-mean", vcfg
+        ),
+        "verl dppo_tv": lambda lp: get_policy_loss_fn("dppo_tv")(
+            old, lp, adv, mask, "token-mean", tcfg
+        ),
+        "verl dppo_kl": lambda lp: get_policy_loss_fn("dppo_kl")(
+            old, lp, adv, mask, "token-mean", kcfg
+        ),
+        "floor exp*A mean": lambda lp: ((-torch.exp(lp - old) * adv).mean(), {}),
+    }
+    for d, e in GRID + EXTENSIONS:
+        out[f"{d}/{e}"] = lambda lp, d=d, e=e: gppo_policy_loss(
+            old, lp, adv, mask, divergence=d, estimator=e
+        )
+    for name in BASELINES:
+        out[name] = lambda lp, name=name: get_method(name).loss(old, lp, adv, mask)
+    if names is not None:
+        out = {k: v for k, v in out.items() if k in names}
+    return out
+
+
+def run_once(fn: LossFn, log_prob: torch.Tensor) -> tuple[float, float]:
+    lp = log_prob.clone().requires_grad_(True)
+    w0, c0 = time.perf_counter(), time.process_time()
+    loss, _ = fn(lp)
+    loss.backward()
+    return time.perf_counter() - w0, time.process_time() - c0
+
+
+def time_all(data: Batch, repeats: int) -> dict[str, tuple[float, float]]:
+    fns = losses(data)
+    new = data[1]
+    for fn in fns.values():  # warm-up: lazy init, region tables
+        run_once(fn, new)
+    wall: dict[str, list[float]] = {k: [] for k in fns}
+    cpu: dict[str, list[float]] = {k: [] for k in fns}
+    for rep in range(repeats):
+        order = list(fns) if rep % 2 == 0 else list(reversed(fns))
+        for k in order:
+            w, c = run_once(fns[k], new)
+            wall[k].append(w)
+            cpu[k].append(c)
+    return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in fns}
+
+
+def _maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def mem_child(name: str, b: int, t: int) -> None:
+    small = make_data(8, 64)
+    run_once(losses(small, [name])[name], small[1])
+    data = make_data(b, t)
+    fn = losses(data, [name])[name]
+    before = _maxrss_mb()
+    run_once(fn, data[1])
+    print(json.dumps({"name": name, "peak_mb": _maxrss_mb() - before}))
+
+
+def mem_all(names: list[str], b: int, t: int) -> dict[str, float]:
+    out = {}
+    for name in names:
+        proc = subprocess.run(
+            [sys.executable, __file__, "--mem-child", name, "--shape", str(b), str(t)],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        out[name] = json.loads(proc.stdout.strip().splitlines()[-1])["peak_mb"]
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="B x T = 64 x 512")
+    p.add_argument("--shape", nargs=2, type=int, metavar=("B", "T"))
+    p.add_argument("--repeats", type=int, default=7)
+    p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--mem-child", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    b, t = a.shape or ((64, 512) if a.quick else (512, 2048))
+    if a.mem_child:
+        mem_child(a.mem_child, b, t)
+        return
+    data = make_data(b, t)
+    times = time_all(data, a.repeats)
+    mems = {} if a.no_memory else mem_all(list(times), b, t)
+    vw, vc = times["verl vanilla"]
+    vm = mems.get("verl vanilla", math.nan)
+    print(
+        f"B x T = {b} x {t} float32 CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, "
+        f"median of {a.repeats} interleaved rounds; reference verl vanilla = {vw * 1e3:.1f} ms wall, "
+        f"{vc * 1e3:.1f} ms CPU, {vm:.1f} MB peak"
+    )
+    print(f"| {'loss':<18} | wall ms | wall / vanilla | CPU / vanilla | peak MB | peak / vanilla |")
+    print(f"| {'-' * 18} | ------: | -------------: | ------------: | ------: | -------------: |")
+    for k, (w, c) in times.items():
+        m = mems.get(k, math.nan)
+        print(
+            f"| {k:<18} | {w * 1e3:7.1f} | {w / vw:14.2f} | {c / vc:13.2f} | {m:7.1f} | {m / vm:14.2f} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,226 @@
+"""MLflow -> the tidy score table (gppo/analysis/tidy.py), with status, steps and wall time.
+
+Reads only the names of gppo/metrics.py. Cost: one query for the sweep's cell runs with their
+latest metric values (gppo/analysis/runs.py: SQL fast path or paged ``search_runs``), plus, only
+when the backends did not log ``eval_base/...``, one ``get_metric_history`` per benchmark for the
+few runs the base row is taken from (one run per domain and seed).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+from mlflow import MlflowClient
+
+from gppo import metrics as M
+from gppo.analysis.runs import RunRecord, fetch_records, no_gc
+from gppo.analysis.tidy import BASE, cell_label, empty_tidy, expected_keys, normalise
+from gppo.grid.cell import Cell
+
+
+@dataclass
+class Collected:
+    """What :func:`collect` found: the tidy scores, one row per chosen attempt, and the parent run."""
+
+    tidy: pd.DataFrame
+    runs: pd.DataFrame
+    k: int | None
+    parent_run_id: str | None = None
+    client: MlflowClient | None = field(default=None, repr=False)
+
+
+def find_sweep_run(client: MlflowClient, sweep_id: str, *, fast: bool = True) -> RunRecord | None:
+    """The sweep's parent run (tag gppo.role=sweep), the first started if several (as sweep/)."""
+    runs = fetch_records(client, sweep_id, M.ROLE_SWEEP, fast=fast)
+    return min(runs, key=lambda r: r.start_time or 0) if runs else None
+
+
+def latest_attempts(runs: Iterable[RunRecord]) -> dict[str, RunRecord]:
+    """Per cell id, the run of the highest gppo.attempt (then the latest start time)."""
+    best: dict[str, tuple[tuple[int, int], RunRecord]] = {}
+    for run in runs:
+        tags = run.tags
+        cell_id = tags.get(M.TAG_CELL_ID) or run.run_id
+        key = (_int(tags.get(M.TAG_ATTEMPT), 0), run.start_time or 0)
+        if cell_id not in best or key > best[cell_id][0]:
+            best[cell_id] = (key, run)
+    return {cid: run for cid, (_, run) in best.items()}
+
+
+def run_status(run: RunRecord) -> str:
+    """``finished`` (final eval logged), ``running`` or ``failed``."""
+    status = run.status
+    done = run.tags.get(M.TAG_FINISHED, "").lower() == "true"
+    if done and status not in ("FAILED", "KILLED"):
+        return "finished"
+    if status in ("RUNNING", "SCHEDULED"):
+        return "running"
+    return "failed"
+
+
+def _int(value: str | None, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except ValueError:
+        return default
+
+
+def _eval_scores(metrics: dict[str, float], k: int | None, base: bool = False) -> dict[str, float]:
+    parse = M.parse_eval_base_metric if base else M.parse_eval_metric
+    out: dict[str, float] = {}
+    for name, value in metrics.items():
+        parsed = parse(name)
+        if parsed and (k is None or parsed[1] == k):
+            out[parsed[0]] = float(value)
+    return out
+
+
+def _steps(run: RunRecord) -> float:
+    steps = [run.steps[M.TRAIN_SCORE]] if M.TRAIN_SCORE in run.steps else list(run.steps.values())
+    return float(max(steps)) if steps else math.nan
+
+
+def _wall_time(run: RunRecord, now_ms: int) -> float:
+    if M.WALL_TIME in run.metrics:
+        return float(run.metrics[M.WALL_TIME])
+    if run.start_time is None:
+        return math.nan
+    return max(0.0, ((run.end_time or now_ms) - run.start_time) / 1000.0)
+
+
+def _pick_k(runs: Iterable[RunRecord], k: int | None) -> int | None:
+    if k is not None:
+        return k
+    ks = {p[1] for r in runs for name in r.metrics if (p := M.parse_eval_metric(name))}
+    return max(ks) if ks else None
+
+
+def collect(
+    sweep_id: str,
+    tracking_uri: str | None = None,
+    *,
+    expected: Sequence[Cell] | None = None,
+    k: int | None = None,
+    reference: str = "tv/mc",
+    client: MlflowClient | None = None,
+    fast: bool = True,
+) -> Collected:
+    """Collect a sweep's cell runs into the tidy table (see gppo/analysis/tidy.py).
+
+    Args:
+        sweep_id: value of the gppo.sweep_id tag.
+        tracking_uri: MLflow tracking URI (``None``: MLflow's default / the environment).
+        expected: the spec's expanded cells; those without a run are reported as ``missing``.
+        k: avg@k to read (default: the largest k logged).
+        reference: cell whose runs give the base row (falls back to any cell of the same seed).
+        fast: read SQL stores through the fast path of gppo/analysis/runs.py.
+    """
+    client = client or MlflowClient(tracking_uri=tracking_uri)
+    with no_gc():
+        chosen = latest_attempts(fetch_records(client, sweep_id, fast=fast))
+        tidy, run_rows, k = _tidy(client, chosen, k, reference, expected)
+    parent = find_sweep_run(client, sweep_id, fast=fast)
+    return Collected(
+        tidy=tidy,
+        runs=pd.DataFrame(run_rows),
+        k=k,
+        parent_run_id=parent.run_id if parent else None,
+        client=client,
+    )
+
+
+def _tidy(
+    client: MlflowClient,
+    chosen: dict[str, RunRecord],
+    k: int | None,
+    reference: str,
+    expected: Sequence[Cell] | None,
+) -> tuple[pd.DataFrame, list[dict[str, object]], int | None]:
+    k = _pick_k(chosen.values(), k)
+    now_ms = int(time.time() * 1000)
+    rows: list[dict[str, object]] = []
+    run_rows: list[dict[str, object]] = []
+    base_sources: dict[tuple[str, int], tuple[int, str, RunRecord]] = {}
+    for cell_id, run in sorted(chosen.items()):
+        tags = run.tags
+        method = tags.get(M.TAG_METHOD, "")
+        try:
+            label = cell_label(method, tags.get(M.TAG_DIVERGENCE), tags.get(M.TAG_ESTIMATOR))
+        except ValueError:
+            label = cell_id
+        domain = tags.get(M.TAG_DOMAIN, "") or "default"
+        seed = _int(tags.get(M.TAG_SEED), 0)
+        status = run_status(run)
+        scores = _eval_scores(run.metrics, k)
+        if status == "finished" and not scores:
+            status = "failed"  # finished without a final eval: nothing to report
+        common = {
+            "domain": domain,
+            "cell": label,
+            "seed": seed,
+            "status": status,
+            "steps": _steps(run),
+            "wall_time_s": _wall_time(run, now_ms),
+            "run_id": run.run_id,
+        }
+        run_rows.append({**common, "cell_id": cell_id, "attempt": _int(tags.get(M.TAG_ATTEMPT), 0)})
+        if status == "finished":
+            rows.extend({**common, "benchmark": b, "score": s} for b, s in scores.items())
+        else:
+            rows.append({**common, "benchmark": "", "score": math.nan})
+        priority = 0 if label == reference else 1
+        source = base_sources.get((domain, seed))
+        has_eval = bool(scores or _eval_scores(run.metrics, k, base=True))
+        if has_eval and (source is None or (priority, label) < source[:2]):
+            base_sources[(domain, seed)] = (priority, label, run)
+    rows.extend(_base_rows(client, base_sources, k))
+    if expected is not None:
+        seen = {(r["domain"], r["cell"], r["seed"]) for r in run_rows}
+        domains = {r["domain"] for r in run_rows} or {"default"}
+        for domain, label, seed in sorted(expected_keys(expected, domains) - seen):
+            rows.append(
+                {
+                    "domain": domain,
+                    "cell": label,
+                    "seed": seed,
+                    "status": "missing",
+                    "benchmark": "",
+                }
+            )
+    tidy = normalise(pd.DataFrame(rows)) if rows else empty_tidy()
+    return tidy, run_rows, k
+
+
+def _base_rows(
+    client: MlflowClient, sources: dict[tuple[str, int], tuple[int, str, RunRecord]], k: int | None
+) -> list[dict[str, object]]:
+    """The base model's scores per (domain, seed): ``eval_base/...`` or the step-0 eval history."""
+    rows: list[dict[str, object]] = []
+    for (domain, seed), (_, _, run) in sorted(sources.items()):
+        scores = _eval_scores(run.metrics, k, base=True)
+        if not scores:
+            for name in run.metrics:
+                parsed = M.parse_eval_metric(name)
+                if not parsed or (k is not None and parsed[1] != k):
+                    continue
+                history = [m for m in client.get_metric_history(run.run_id, name) if m.step == 0]
+                if history:
+                    scores[parsed[0]] = float(min(history, key=lambda m: m.timestamp).value)
+        rows.extend(
+            {
+                "domain": domain,
+                "cell": BASE,
+                "seed": seed,
+                "benchmark": b,
+                "score": s,
+                "status": "finished",
+                "steps": 0.0,
+                "run_id": run.run_id,
+            }
+            for b, s in scores.items()
+        )
+    return rows

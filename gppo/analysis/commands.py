@@ -1,0 +1,152 @@
+"""``gppo-sweep report`` and ``gppo-sweep regions``: typer-annotated plain functions.
+
+Wire them with ``app.command()(report)`` and ``app.command()(regions)``; both can also be called
+directly (every parameter has a plain Python default). Input errors print one line on stderr and
+exit with code 2 (``typer.Exit(2)``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from gppo.analysis.tidy import ReportInputError
+
+DEFAULT_DIVERGENCES = ("tv", "hellinger", "chi2", "kl")
+DEFAULT_ESTIMATORS = ("mc", "binary", "atomic")
+
+
+def _fail(message: str) -> typer.Exit:
+    Console(stderr=True, highlight=False, soft_wrap=True).print(f"error: {message}", markup=False)
+    return typer.Exit(code=2)
+
+
+def report(
+    spec: Annotated[
+        Path | None, typer.Argument(help="Grid spec YAML of the sweep (omit with --from-csv).")
+    ] = None,
+    from_csv: Annotated[
+        list[Path] | None,
+        typer.Option("--from-csv", help="Tidy CSV(s) domain,cell,benchmark,seed,score instead."),
+    ] = None,
+    format: Annotated[
+        str, typer.Option("--format", "-f", help="md | latex | html | csv | all (comma list ok).")
+    ] = "all",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("report"),
+    reference: Annotated[
+        str | None, typer.Option(help="Reference cell of the relative change (default: spec's).")
+    ] = None,
+    sweep_id: Annotated[
+        str | None, typer.Option("--sweep-id", help="Override the spec's sweep id.")
+    ] = None,
+    tracking_uri: Annotated[
+        str | None, typer.Option("--tracking-uri", help="Override the spec's MLflow URI.")
+    ] = None,
+    figures: Annotated[bool, typer.Option("--figures/--no-figures")] = True,
+    attach: Annotated[
+        bool, typer.Option("--attach/--no-attach", help="Log files to the sweep's parent run.")
+    ] = True,
+) -> None:
+    """Write Table 1 (md/LaTeX/HTML/CSV) and Figures 1-2 into OUT and print the table."""
+    from gppo.analysis import report as R
+    from gppo.analysis.render import to_rich
+
+    csvs = list(from_csv or [])
+    if csvs and spec is not None:
+        if spec.suffix.lower() != ".csv":
+            raise _fail(f"{spec}: give either a SPEC or --from-csv FILE…, not both")
+        csvs.append(spec)  # `--from-csv a.csv b.csv`: typer hands b.csv over as SPEC
+    try:
+        R.parse_formats(format)
+        if csvs:
+            result = R.write_report_from_csv(
+                csvs, out, reference=reference or "tv/mc", formats=format, figures=figures
+            )
+        else:
+            if spec is None and sweep_id is None:
+                raise _fail("give a SPEC, --sweep-id ID or --from-csv FILE")
+            target = R.resolve_spec(spec) if spec is not None else None
+            result = R.write_report(
+                sweep_id or target.sweep_id,
+                tracking_uri or (target.tracking_uri if target else None),
+                out,
+                expected=target.cells if target else None,
+                reference=reference or (target.reference if target else "tv/mc"),
+                k=target.k if target else None,
+                benchmarks=(target.benchmarks or None) if target else None,
+                formats=format,
+                figures=figures,
+                attach=attach,
+            )
+    except (ReportInputError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    except Exception as exc:
+        from gppo.grid import SpecError
+
+        if isinstance(exc, SpecError):
+            raise _fail(str(exc)) from None
+        raise
+    console = Console()
+    for item in to_rich(result.table):
+        console.print(item)
+    for warning in result.warnings:
+        console.print(f"warning: {warning}", style="yellow", markup=False)
+    console.print(f"wrote {len(result.files)} file(s) to {out}", markup=False)
+    if result.attached:
+        console.print(f"attached to MLflow run {result.parent_run_id} (report/)", markup=False)
+
+
+def regions(
+    divergence: Annotated[
+        list[str] | None, typer.Option("--divergence", "-d", help="Repeatable; default: all four.")
+    ] = None,
+    estimator: Annotated[
+        list[str] | None, typer.Option("--estimator", "-e", help="Repeatable; default: all three.")
+    ] = None,
+    r_min: Annotated[
+        float, typer.Option("--r-min", help="Calibration: δ = |f(r_min)|.", min=1e-9, max=0.999999)
+    ] = 0.8,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="Figure file (.png/.svg/.pdf; no suffix: both).")
+    ] = Path("figure1_regions.png"),
+) -> None:
+    """Draw Figure 1 (proximal regions vs μ) and print the bounds at a few μ values."""
+    from rich.table import Table
+
+    from gppo.analysis import figures as F
+
+    divs = list(divergence or DEFAULT_DIVERGENCES)
+    ests = list(estimator or DEFAULT_ESTIMATORS)
+    cells = [(d, e) for d in divs for e in ests]
+    try:
+        bounds = F.region_table(cells, r_min=r_min)
+        fig = F.figure1_regions(cells, r_min=r_min)
+    except (KeyError, ValueError) as exc:
+        raise _fail(str(exc.args[0]) if exc.args else str(exc)) from None
+    if out.suffix:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out, bbox_inches="tight", dpi=150)
+        import matplotlib.pyplot as plt
+
+        plt.close(fig)
+        written = [out]
+    else:
+        written = F.save(fig, out)
+    table = Table(title=f"proximal regions at r_min = {r_min}")
+    for col in ("divergence", "estimator", "δ", "μ", "r_lo", "r_hi"):
+        table.add_column(col, justify="left" if col in ("divergence", "estimator") else "right")
+    for row in bounds.itertuples(index=False):
+        table.add_row(
+            row.divergence,
+            row.estimator,
+            f"{row.delta:.5g}",
+            f"{row.mu:g}",
+            f"{row.r_lo:.4g}",
+            f"{row.r_hi:.4g}",
+        )
+    console = Console()
+    console.print(table)
+    console.print("wrote " + ", ".join(map(str, written)), markup=False)

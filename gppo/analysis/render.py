@@ -1,0 +1,310 @@
+"""Table 1 renderers: Markdown (tabulate), LaTeX and HTML (pandas Styler + jinja2), CSV, rich.
+
+Every renderer reads the same :class:`~gppo.analysis.table.Table1`, so the numbers, ranks and
+footnotes agree across formats. Highlights: rank 1 / 2 / 3 = bold / underline / italic
+(LaTeX ``\\textbf`` / ``\\underline`` / ``\\textit``; HTML shaded cells, darkest for the best).
+"""
+
+from __future__ import annotations
+
+import io
+import re
+
+import jinja2
+import pandas as pd
+from tabulate import tabulate
+
+from gppo.analysis.table import (
+    AVG,
+    BASE_MODEL,
+    BASELINE_NAMES,
+    DIV_NAMES,
+    EST_NAMES,
+    KNOWN_METHODS,
+    OTHER_BASELINES,
+    Block,
+    Entry,
+    Row,
+    Table1,
+)
+
+FORMATS = ("md", "latex", "html", "csv")
+EXTENSIONS = {"md": "md", "latex": "tex", "html": "html", "csv": "csv"}
+HTML_SHADES = {
+    1: "background-color: #74c476; font-weight: bold;",
+    2: "background-color: #a1d99b; text-decoration: underline;",
+    3: "background-color: #e5f5e0; font-style: italic;",
+}
+LATEX_STYLES = {1: "textbf: --rwrap;", 2: "underline: --rwrap;", 3: "textit: --rwrap;"}
+
+
+def divergence_name(div: str) -> str:
+    """Display name: ``chi2`` -> ``χ²``, ``alpha:0.5`` -> ``α=0.5`` (LaTeX via latex_escape)."""
+    if div.startswith("alpha:"):
+        return "α=" + div.removeprefix("alpha:")
+    return DIV_NAMES.get(div, div)
+
+
+def row_names(row: Row) -> tuple[str, str]:
+    """(group, label) as printed: ("TV", "MC (GRPO)"), ("Other baselines", "GSPO"), ("Base model", "")."""
+    if row.kind == "grid":
+        div, est = row.cell.split("/", 1)
+        label = EST_NAMES.get(est, est)
+        if row.cell in KNOWN_METHODS:
+            label += f" ({KNOWN_METHODS[row.cell]})"
+        return divergence_name(div), label
+    if row.kind == "baseline":
+        return OTHER_BASELINES, BASELINE_NAMES.get(row.cell, row.cell)
+    return BASE_MODEL, ""
+
+
+def rel_text(row: Row) -> str:
+    if row.rel_pct is None:
+        return "—"
+    return f"{'+' if row.rel_pct >= 0 else ''}{row.rel_pct}%"
+
+
+def _sup(mark: str, fmt: str) -> str:
+    if not mark:
+        return ""
+    return {"latex": f"\\textsuperscript{{{mark}}}", "html": f"<sup>{mark}</sup>"}.get(
+        fmt, f"^{mark}"
+    )
+
+
+def columns(table: Table1, block: Block) -> list[str]:
+    cols = ["Divergence", "Estimator", *block.benchmarks, "Avg.", f"Δ vs {block.reference}"]
+    return [*cols, "Seeds"] if table.multi_seed else cols
+
+
+def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(text, rank) frames of one block; the rank frame is 0 where nothing is highlighted."""
+    esc = latex_escape if fmt == "latex" else str
+    texts, ranks = [], []
+    for row in block.rows:
+        group, label = row_names(row)
+        group, label = esc(group), esc(label)
+        if row.reasons and row.n_seeds:  # partial: some seeds without a result
+            label += "".join(_sup(table.mark(r), fmt) for r in row.reasons)
+        cells: list[Entry] = [row.entries[b] for b in block.benchmarks] + [row.entries[AVG]]
+        values = [
+            esc(e.text()) + ("" if e.mean is not None else _sup(table.mark(e.reason), fmt))
+            for e in cells
+        ]
+        text = [group, label, *values, esc(rel_text(row))]
+        rank = [0, 0, *[e.rank or 0 for e in cells], 0]
+        if table.multi_seed:
+            text.append(str(row.n_seeds))
+            rank.append(0)
+        texts.append(text)
+        ranks.append(rank)
+    cols = columns(table, block)
+    return pd.DataFrame(texts, columns=cols), pd.DataFrame(ranks, columns=cols)
+
+
+def notes(table: Table1, fmt: str = "md") -> list[str]:
+    k = f"avg@{table.k}" if table.k else "avg@k"
+    out = [
+        f"Scores are {k} in percent; Avg. is the mean over benchmarks; Δ is the relative change of"
+        f" Avg. against {table.reference}. Best, second and third of each column:"
+        + (" bold, underlined, italic." if fmt != "html" else " shaded, darkest first.")
+    ]
+    if table.multi_seed:
+        out.append("Entries are mean ± 95% CI (t-distribution) over the seeds in column Seeds.")
+    out += [f"({f.mark}) {f.text}" for f in table.footnotes]
+    return out
+
+
+def _md_cell(text: str, rank: int) -> str:
+    if not rank:
+        return text
+    return {1: f"**{text}**", 2: f"<u>{text}</u>", 3: f"*{text}*"}[rank]
+
+
+def to_markdown(table: Table1) -> str:
+    parts = []
+    for block in table.blocks:
+        text, rank = frames(table, block, "md")
+        shown = text.copy()
+        for col in shown.columns:
+            shown[col] = [_md_cell(t, r) for t, r in zip(text[col], rank[col], strict=True)]
+        shown["Divergence"] = shown["Divergence"].where(~shown["Divergence"].duplicated(), "")
+        parts.append(
+            f"### {block.domain}\n\n"
+            + tabulate(
+                shown, headers="keys", tablefmt="pipe", showindex=False, disable_numparse=True
+            )
+        )
+    parts.append("\n".join(f"- {n}" for n in notes(table, "md")))
+    return "\n\n".join(parts) + "\n"
+
+
+LATEX_SUBS = {
+    "\\": r"\textbackslash{}",
+    "%": r"\%",
+    "_": r"\_",
+    "&": r"\&",
+    "#": r"\#",
+    "$": r"\$",
+    "{": r"\{",
+    "}": r"\}",
+    "^": r"\^{}",
+    "~": r"\~{}",
+    "—": "---",
+    "Δ": r"$\Delta$",
+    "±": r"$\pm$",
+    "χ²": r"$\chi^2$",
+    "α": r"$\alpha$",
+}
+_LATEX_RE = re.compile("|".join(re.escape(k) for k in sorted(LATEX_SUBS, key=len, reverse=True)))
+
+
+def latex_escape(text: str) -> str:
+    """Plain text -> LaTeX (one pass, so replacements are never escaped twice)."""
+    return _LATEX_RE.sub(lambda m: LATEX_SUBS[m.group(0)], text)
+
+
+_LATEX = jinja2.Template(
+    r"""% generated by gppo-sweep report; needs \usepackage{booktabs,multirow}
+\begin{table}[t]
+\centering
+\caption{ {{- caption -}} }
+{% for b in blocks %}
+\textbf{ {{- b.title -}} }\par\smallskip
+{{ b.tabular }}
+{% endfor %}
+\begin{flushleft}\footnotesize
+{% for n in notes %}{{ n }}\\
+{% endfor %}\end{flushleft}
+\end{table}
+"""
+)
+
+
+def _latex_block(table: Table1, block: Block) -> str:
+    text, rank = frames(table, block, "latex")
+    value_cols = list(text.columns[2:])
+    text.columns = [*text.columns[:2], *[latex_escape(c) for c in value_cols]]
+    rank.columns = text.columns
+    indexed = text.set_index(["Divergence", "Estimator"])
+    ranks = rank.set_index(text.set_index(["Divergence", "Estimator"]).index).drop(
+        columns=["Divergence", "Estimator"]
+    )
+    styler = indexed.style.apply(lambda _: ranks.map(lambda r: LATEX_STYLES.get(r, "")), axis=None)
+    styler.index.names = ["Divergence", "Estimator"]
+    latex = styler.to_latex(
+        hrules=True,
+        column_format="ll" + "r" * len(value_cols),
+        multirow_align="c",
+        clines="skip-last;data",
+        sparse_index=True,
+    ).strip()
+    # one header line "Divergence & Estimator & …" and booktabs rules between groups
+    lines = [ln for ln in latex.splitlines() if not ln.startswith("Divergence & Estimator &")]
+    head = next(i for i, ln in enumerate(lines) if ln.startswith(" &  & "))
+    lines[head] = "Divergence & Estimator & " + lines[head].removeprefix(" &  & ")
+    rules = [r"\midrule" if ln.startswith(r"\cline") else ln for ln in lines]
+    bottom = rules.index(r"\bottomrule")
+    if rules[bottom - 1] == r"\midrule":  # no rule right above \bottomrule
+        del rules[bottom - 1]
+    return "\n".join(rules)
+
+
+def to_latex(table: Table1) -> str:
+    blocks = [
+        {"title": latex_escape(b.domain), "tabular": _latex_block(table, b)} for b in table.blocks
+    ]
+    caption = "Results of the different divergences and estimators (generated by gppo-sweep)."
+    return _LATEX.render(
+        caption=caption,
+        blocks=blocks,
+        notes=[latex_escape(n) for n in notes(table, "latex")],
+    )
+
+
+_HTML = jinja2.Template(
+    """<!doctype html>
+<html><head><meta charset="utf-8"><title>Table 1</title>
+<style>table{border-collapse:collapse;margin-bottom:1em}th,td{padding:2px 8px;text-align:right}
+th{border-bottom:1px solid #333}td:first-child,td:nth-child(2){text-align:left}</style></head>
+<body>
+{% for b in blocks %}<h3>{{ b.title|e }}</h3>
+{{ b.html }}
+{% endfor %}<ul>{% for n in notes %}<li>{{ n|e }}</li>{% endfor %}</ul>
+</body></html>
+"""
+)
+
+
+def _html_block(table: Table1, block: Block) -> str:
+    text, rank = frames(table, block, "html")
+    text["Divergence"] = text["Divergence"].where(~text["Divergence"].duplicated(), "")
+    styler = text.style.apply(lambda _: rank.map(lambda r: HTML_SHADES.get(r, "")), axis=None)
+    return styler.hide(axis="index").to_html(escape=False)
+
+
+def to_html(table: Table1) -> str:
+    blocks = [{"title": b.domain, "html": _html_block(table, b)} for b in table.blocks]
+    return _HTML.render(blocks=blocks, notes=notes(table, "html"))
+
+
+def to_csv(table: Table1) -> str:
+    """One row per (domain, cell): domain, cell, benchmarks…, avg, rel_pct, n_seeds, note.
+
+    With several seeds each number column is followed by its ``<column>_ci95``.
+    """
+    benches = list(dict.fromkeys(b for block in table.blocks for b in block.benchmarks))
+    records = []
+    for block in table.blocks:
+        for row in block.rows:
+            rec: dict[str, str] = {"domain": block.domain, "cell": row.cell}
+            for col in [*benches, AVG]:
+                entry = row.entries.get(col)
+                rec[col] = "" if entry is None or entry.mean is None else str(entry.mean)
+                if table.multi_seed:
+                    ci = entry.ci if entry is not None else None
+                    rec[f"{col}_ci95"] = "" if ci is None else str(ci)
+            rec["rel_pct"] = "" if row.rel_pct is None else str(row.rel_pct)
+            rec["n_seeds"] = str(row.n_seeds)
+            rec["note"] = ";".join(f"{r}:{'/'.join(map(str, s))}" for r, s in row.reasons.items())
+            records.append(rec)
+    buf = io.StringIO()
+    pd.DataFrame(records).to_csv(buf, index=False, lineterminator="\n")
+    return buf.getvalue()
+
+
+RENDERERS = {"md": to_markdown, "latex": to_latex, "html": to_html, "csv": to_csv}
+
+
+def render(table: Table1, fmt: str) -> str:
+    try:
+        return RENDERERS[fmt](table)
+    except KeyError:
+        raise ValueError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}, all") from None
+
+
+def to_rich(table: Table1) -> list:
+    """rich Tables (one per domain) with bold / underline / italic highlights, and the notes."""
+    from rich.table import Table
+    from rich.text import Text
+
+    styles = {1: "bold", 2: "underline", 3: "italic"}
+    out: list = []
+    for block in table.blocks:
+        text, rank = frames(table, block, "rich")
+        rt = Table(title=block.domain, show_lines=False)
+        for col in text.columns:
+            rt.add_column(col, justify="left" if col in ("Divergence", "Estimator") else "right")
+        last = None
+        for i in range(len(text)):
+            values = list(text.iloc[i])
+            if values[0] == last:
+                values[0] = ""
+            else:
+                last = values[0]
+            rt.add_row(
+                *[Text(v, style=styles.get(int(rank.iloc[i, j]), "")) for j, v in enumerate(values)]
+            )
+        out.append(rt)
+    out.extend(Text(n) for n in notes(table, "rich"))
+    return out

@@ -1,0 +1,203 @@
+"""Fetch a sweep's runs from MLflow as light :class:`RunRecord` s (two equivalent paths).
+
+- :func:`records_from_search`: the public ``MlflowClient.search_runs`` (any store: SQL, file,
+  HTTP tracking server), paged at MLflow's maximum of 50,000 runs per page.
+- :func:`records_from_sql`: a read-only fast path for SQL stores (``sqlite:``, ``postgresql:``,
+  ``mysql:``): three SELECTs through MLflow's own SQLAlchemy table models, reading only the
+  gppo tags it reads and the latest values of the metrics a report uses. ``search_runs`` builds ORM
+  objects for every tag, param and metric of every run, which costs ~1 ms per run (10,000 runs:
+  ~10 s on a loaded 2-core machine); this path reads the same 10,000 runs in well under a second.
+  Tests check that both paths return the same records.
+
+:func:`fetch_records` uses the fast path when the store allows it, else ``search_runs``.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from mlflow import MlflowClient
+from mlflow.entities import ViewType
+
+from gppo import metrics as M
+
+PAGE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
+#: latest-metric names a report reads besides eval/… and eval_base/…
+EXTRA_METRICS = (M.TRAIN_SCORE, M.WALL_TIME)
+#: the tags a report reads
+REPORT_TAGS = (
+    M.TAG_ROLE,
+    M.TAG_SWEEP_ID,
+    M.TAG_CELL_ID,
+    M.TAG_METHOD,
+    M.TAG_DIVERGENCE,
+    M.TAG_ESTIMATOR,
+    M.TAG_SEED,
+    M.TAG_ATTEMPT,
+    M.TAG_DOMAIN,
+    M.TAG_FINISHED,
+)
+
+
+@dataclass
+class RunRecord:
+    """What a report needs of one run: info, the gppo tags it reads, latest metric values and their steps."""
+
+    run_id: str
+    status: str
+    start_time: int | None
+    end_time: int | None
+    tags: dict[str, str] = field(default_factory=dict)
+    metrics: dict[str, float] = field(default_factory=dict)
+    steps: dict[str, int] = field(default_factory=dict)
+
+
+def _wanted(key: str) -> bool:
+    return key.startswith(("eval/", "eval_base/")) or key in EXTRA_METRICS
+
+
+def sweep_filter(sweep_id: str, role: str = M.ROLE_CELL) -> str:
+    """``search_runs`` filter for the runs of one role in one sweep."""
+    quoted = sweep_id.replace("'", "\\'")
+    return f"tags.`{M.TAG_ROLE}` = '{role}' AND tags.`{M.TAG_SWEEP_ID}` = '{quoted}'"
+
+
+@contextmanager
+def no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while loading many runs.
+
+    Loading 10,000 runs allocates hundreds of thousands of objects; the collections this triggers
+    took ~80% of ``search_runs`` (measured 6.9 s -> 1.3 s for 2,000 runs). It resumes afterwards.
+    """
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _experiment_ids(client: MlflowClient) -> list[str]:
+    ids: list[str] = []
+    token = None
+    while True:
+        page = client.search_experiments(
+            view_type=ViewType.ACTIVE_ONLY, max_results=1000, page_token=token
+        )
+        ids.extend(e.experiment_id for e in page)
+        token = page.token
+        if not token:
+            return ids
+
+
+def search_all(client: MlflowClient, filter_string: str) -> list:
+    """Every active ``mlflow.entities.Run`` matching ``filter_string`` in any active experiment."""
+    experiment_ids = _experiment_ids(client)
+    runs: list = []
+    token = None
+    with no_gc():
+        while experiment_ids:
+            page = client.search_runs(
+                experiment_ids, filter_string, ViewType.ACTIVE_ONLY, PAGE, page_token=token
+            )
+            runs.extend(page)
+            token = page.token
+            if not token:
+                break
+    return runs
+
+
+def records_from_search(client: MlflowClient, sweep_id: str, role: str) -> list[RunRecord]:
+    """The public-API path: ``search_runs`` over every active experiment."""
+    out = []
+    with no_gc():
+        for run in search_all(client, sweep_filter(sweep_id, role)):
+            objs = getattr(run.data, "_metric_objs", None) or []
+            out.append(
+                RunRecord(
+                    run_id=run.info.run_id,
+                    status=run.info.status,
+                    start_time=run.info.start_time,
+                    end_time=run.info.end_time,
+                    tags={k: v for k, v in run.data.tags.items() if k in REPORT_TAGS},
+                    metrics={k: v for k, v in run.data.metrics.items() if _wanted(k)},
+                    steps={m.key: m.step for m in objs if _wanted(m.key)},
+                )
+            )
+    return out
+
+
+def _sql_store(client: MlflowClient):
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    store = getattr(getattr(client, "_tracking_client", None), "store", None)
+    return store if isinstance(store, SqlAlchemyStore) else None
+
+
+def records_from_sql(client: MlflowClient, sweep_id: str, role: str) -> list[RunRecord] | None:
+    """The fast path for SQL stores (``None`` when the client's store is not one)."""
+    store = _sql_store(client)
+    if store is None:
+        return None
+    from mlflow.store.tracking.dbmodels import models as db
+    from sqlalchemy import and_, or_, select
+
+    runs_t, tags_t = db.SqlRun.__table__, db.SqlTag.__table__
+    latest_t, exps_t = db.SqlLatestMetric.__table__, db.SqlExperiment.__table__
+    role_t, sweep_t = tags_t.alias("role_tag"), tags_t.alias("sweep_tag")
+    ids = (
+        select(runs_t.c.run_uuid)
+        .join(exps_t, exps_t.c.experiment_id == runs_t.c.experiment_id)
+        .join(role_t, and_(role_t.c.run_uuid == runs_t.c.run_uuid, role_t.c.key == M.TAG_ROLE))
+        .join(
+            sweep_t, and_(sweep_t.c.run_uuid == runs_t.c.run_uuid, sweep_t.c.key == M.TAG_SWEEP_ID)
+        )
+        .where(
+            role_t.c.value == role,
+            sweep_t.c.value == sweep_id,
+            runs_t.c.lifecycle_stage == "active",
+            exps_t.c.lifecycle_stage == "active",
+        )
+    )
+    info_q = select(
+        runs_t.c.run_uuid, runs_t.c.status, runs_t.c.start_time, runs_t.c.end_time
+    ).where(runs_t.c.run_uuid.in_(ids))
+    tags_q = select(tags_t.c.run_uuid, tags_t.c.key, tags_t.c.value).where(
+        tags_t.c.run_uuid.in_(ids), tags_t.c.key.in_(REPORT_TAGS)
+    )
+    metric_q = select(
+        latest_t.c.run_uuid, latest_t.c.key, latest_t.c.value, latest_t.c.step, latest_t.c.is_nan
+    ).where(
+        latest_t.c.run_uuid.in_(ids),
+        or_(
+            latest_t.c.key.like("eval/%"),
+            latest_t.c.key.like("eval_base/%"),
+            latest_t.c.key.in_(EXTRA_METRICS),
+        ),
+    )
+    records: dict[str, RunRecord] = {}
+    with no_gc(), store.ManagedSessionMaker() as session:
+        for rid, status, start, end in session.execute(info_q):
+            records[rid] = RunRecord(rid, status, start, end)
+        for rid, key, value in session.execute(tags_q):
+            records[rid].tags[key] = value
+        for rid, key, value, step, is_nan in session.execute(metric_q):
+            if _wanted(key):  # LIKE's "_" wildcard may let a near-miss through
+                records[rid].metrics[key] = float("nan") if is_nan else float(value)
+                records[rid].steps[key] = int(step)
+    return list(records.values())
+
+
+def fetch_records(
+    client: MlflowClient, sweep_id: str, role: str = M.ROLE_CELL, *, fast: bool = True
+) -> list[RunRecord]:
+    """The sweep's runs of one role: the SQL fast path where possible, else ``search_runs``."""
+    if fast:
+        records = records_from_sql(client, sweep_id, role)
+        if records is not None:
+            return records
+    return records_from_search(client, sweep_id, role)

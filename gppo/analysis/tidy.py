@@ -1,0 +1,205 @@
+"""The tidy score table every report is built from, its cell labels, and the CSV reader.
+
+One row per (domain, cell, seed, benchmark) with the avg@k ``score`` as a fraction in [0, 1]:
+
+=============  =========================================================================
+column         meaning
+=============  =========================================================================
+domain         ``math``, ``code``, … (the backend's domain)
+cell           ``DIVERGENCE/ESTIMATOR`` for grid cells (``kl/atomic``), the method name for
+               baselines (``gspo``), ``base`` for the base model (the step-0 eval)
+benchmark      benchmark name as logged (``AIME24``, ``add-hard``); empty for a cell with no result
+seed           replicate seed (int)
+score          avg@k in [0, 1]; NaN where there is no result
+status         ``finished`` (has a result), ``failed``, ``running`` or ``missing``
+steps          optimisation steps reached (NaN if unknown)
+wall_time_s    seconds the attempt ran (NaN if unknown)
+run_id         MLflow run id ("" for CSV input or missing cells)
+=============  =========================================================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from gppo.grid.cell import Cell
+
+TIDY_COLUMNS = (
+    "domain",
+    "cell",
+    "benchmark",
+    "seed",
+    "score",
+    "status",
+    "steps",
+    "wall_time_s",
+    "run_id",
+)
+CSV_REQUIRED = ("domain", "cell", "benchmark", "seed", "score")
+CSV_OPTIONAL = ("status", "steps", "wall_time_s", "run_id")
+STATUSES = ("finished", "failed", "running", "missing")
+BASE = "base"
+
+#: Method aliases of the grid (gppo/objectives/methods.py) and the cell they occupy.
+ALIAS_CELLS = {"grpo": "tv/mc", "dapo": "kl/mc", "dppo": "tv/binary", "ripo": "chi2/atomic"}
+
+
+class ReportInputError(ValueError):
+    """Bad report input; the message is one line naming the file, row/column and what is allowed."""
+
+
+def cell_label(method: str, divergence: str | None = None, estimator: str | None = None) -> str:
+    """Table id of a cell: ``DIVERGENCE/ESTIMATOR`` for ``gppo`` (and its aliases), else the method."""
+    if method == "gppo":
+        if not divergence or not estimator:
+            raise ValueError("a gppo cell needs a divergence and an estimator")
+        return f"{divergence}/{estimator}"
+    return ALIAS_CELLS.get(method, method)
+
+
+def label_of_cell(cell: Cell) -> str:
+    """:func:`cell_label` of a resolved :class:`~gppo.grid.cell.Cell`."""
+    return cell_label(cell.method, cell.divergence, cell.estimator)
+
+
+def domain_of_cell(cell: Cell) -> str | None:
+    """The cell's domain when its backend settings name one (``settings["domain"]``)."""
+    value = cell.settings.get("domain") if isinstance(cell.settings, dict) else None
+    return str(value) if value else None
+
+
+def expected_keys(
+    cells: Iterable[Cell], default_domains: Iterable[str] = ()
+) -> set[tuple[str, str, int]]:
+    """(domain, label, seed) of every expected cell; cells without a domain get each default one."""
+    defaults = sorted(set(default_domains))
+    keys: set[tuple[str, str, int]] = set()
+    for cell in cells:
+        domain = domain_of_cell(cell)
+        for d in [domain] if domain else defaults:
+            keys.add((d, label_of_cell(cell), int(cell.seed)))
+    return keys
+
+
+def empty_tidy() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=_dtype(c)) for c in TIDY_COLUMNS})
+
+
+def _dtype(column: str) -> str:
+    if column in ("score", "steps", "wall_time_s"):
+        return "float64"
+    return "int64" if column == "seed" else "object"
+
+
+def normalise(frame: pd.DataFrame) -> pd.DataFrame:
+    """Add missing optional columns with defaults and fix dtypes/order."""
+    out = frame.copy()
+    for column in TIDY_COLUMNS:
+        if column not in out:
+            out[column] = {"status": "finished", "run_id": "", "benchmark": ""}.get(
+                column, math.nan
+            )
+    out = out[list(TIDY_COLUMNS)]
+    out["seed"] = out["seed"].astype("int64")
+    for column in ("score", "steps", "wall_time_s"):
+        out[column] = out[column].astype("float64")
+    for column in ("domain", "cell", "benchmark", "status", "run_id"):
+        out[column] = out[column].fillna("").astype(str)
+    blank = out["status"] == ""
+    out.loc[blank, "status"] = (
+        out.loc[blank, "score"].notna().map({True: "finished", False: "missing"})
+    )
+    return out.reset_index(drop=True)
+
+
+def read_scores_csv(path: str | Path) -> pd.DataFrame:
+    """Read and validate a tidy CSV (``domain,cell,benchmark,seed,score`` + optional columns).
+
+    A blank score means "no result" (status ``missing`` unless a ``status`` column says why).
+    Raises :class:`ReportInputError` with a one-line message on the first problem found.
+    """
+    path = Path(path)
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+    except FileNotFoundError:
+        raise ReportInputError(f"{path}: no such file") from None
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ReportInputError(f"{path}: not a readable CSV ({first})") from None
+    columns = [c.strip() for c in frame.columns]
+    frame.columns = columns
+    missing = [c for c in CSV_REQUIRED if c not in columns]
+    if missing:
+        raise ReportInputError(
+            f"{path}: missing column(s) {', '.join(missing)}; required: {','.join(CSV_REQUIRED)}"
+            f" (optional: {','.join(CSV_OPTIONAL)})"
+        )
+    unknown = [c for c in columns if c not in CSV_REQUIRED + CSV_OPTIONAL]
+    if unknown:
+        raise ReportInputError(
+            f"{path}: unknown column {unknown[0]!r}; allowed: {','.join(CSV_REQUIRED + CSV_OPTIONAL)}"
+        )
+    rows = [_validate_row(path, i + 2, rec) for i, rec in enumerate(frame.to_dict("records"))]
+    if not rows:
+        raise ReportInputError(f"{path}: no data rows")
+    out = normalise(pd.DataFrame(rows))
+    dup = out[out["status"] == "finished"].duplicated(["domain", "cell", "benchmark", "seed"])
+    if dup.any():
+        line = int(dup.to_numpy().nonzero()[0][0]) + 2
+        raise ReportInputError(
+            f"{path}: row {line}: duplicate (domain, cell, benchmark, seed); each may appear once"
+        )
+    return out
+
+
+def _validate_row(path: Path, line: int, rec: dict[str, str]) -> dict[str, object]:
+    def bad(column: str, why: str) -> ReportInputError:
+        return ReportInputError(f"{path}: row {line}, column {column}: {why}")
+
+    row: dict[str, object] = {}
+    for column in ("domain", "cell"):
+        value = rec[column].strip()
+        if not value:
+            raise bad(
+                column, "empty; a domain name / cell id (e.g. kl/atomic, gspo, base) is required"
+            )
+        row[column] = value
+    seed = rec["seed"].strip()
+    try:
+        row["seed"] = int(seed)
+    except ValueError:
+        raise bad("seed", f"{seed!r} is not an integer") from None
+    status = rec.get("status", "").strip()
+    if status and status not in STATUSES:
+        raise bad("status", f"{status!r}; allowed: {', '.join(STATUSES)}")
+    raw = rec["score"].strip()
+    if raw:
+        try:
+            score = float(raw)
+        except ValueError:
+            raise bad("score", f"{raw!r} is not a number; allowed: a fraction in [0, 1]") from None
+        if not 0.0 <= score <= 1.0:
+            raise bad("score", f"{raw} is outside [0, 1] (scores are fractions, not percent)")
+        if status and status != "finished":
+            raise bad("status", f"{status!r} row has a score; only finished rows may")
+        row["score"], row["status"] = score, "finished"
+    else:
+        row["score"], row["status"] = math.nan, status or "missing"
+        if row["status"] == "finished":
+            raise bad("score", "empty for a finished row; allowed: a fraction in [0, 1]")
+    benchmark = rec["benchmark"].strip()
+    if not benchmark and row["status"] == "finished":
+        raise bad("benchmark", "empty; a benchmark name is required for a score")
+    row["benchmark"] = benchmark
+    for column in ("steps", "wall_time_s"):
+        value = rec.get(column, "").strip()
+        try:
+            row[column] = float(value) if value else math.nan
+        except ValueError:
+            raise bad(column, f"{value!r} is not a number") from None
+    row["run_id"] = rec.get("run_id", "").strip()
+    return row

@@ -1,0 +1,241 @@
+"""Entry point of one cell: ``python -m gppo.backends.local --cell '<Cell JSON>'``.
+
+Under the dispatcher (``MLFLOW_RUN_ID`` set) it logs into that run and leaves it open (the
+dispatcher terminates it). Standalone it creates its own run (experiment ``gppo-local`` unless
+``--experiment``) and ends it; friendlier flags build the cell, e.g.
+``python -m gppo.backends.local --method kl --estimator atomic --set steps=10``.
+A retried attempt starts clean: nothing is resumed except the cached base model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from typing import Any
+
+from gppo import metrics as M
+from gppo.grid.cell import Cell
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def cell_from_flags(args: argparse.Namespace) -> Cell:
+    """A Cell from ``--method/--divergence/--estimator/--seed/--domain/--set`` flags."""
+    from gppo.objectives.divergences import known_divergences
+
+    method, div, est = args.method, args.divergence, args.estimator
+    if method in known_divergences() or method.startswith("alpha:"):
+        method, div = "gppo", method
+    settings: dict[str, Any] = {}
+    if args.domain:
+        settings["domain"] = args.domain
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        settings[key] = _parse_value(value)
+    loss_params: dict[str, Any] = {}
+    if method == "gppo":
+        if not (div and est):
+            raise SystemExit("--method gppo needs --divergence and --estimator")
+        loss_params = {"divergence": div, "estimator": est}
+        if args.delta is not None:
+            loss_params["delta"] = args.delta
+        cell_id = f"{div.replace(':', '')}-{est}-s{args.seed}"
+    else:
+        cell_id = f"{method}-s{args.seed}"
+    return Cell(
+        id=cell_id,
+        method=method,
+        divergence=div if method == "gppo" else None,
+        estimator=est if method == "gppo" else None,
+        delta=args.delta,
+        seed=args.seed,
+        loss_params=loss_params,
+        backend="local",
+        settings=settings,
+        eval_k=args.k,
+    )
+
+
+def _peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[str, Any]:
+    """Train and evaluate one cell, logging through ``log`` (a RunLogger) when given."""
+    import torch
+
+    from gppo.backends.local.evaluate import evaluate
+    from gppo.backends.local.objective import make_loss
+    from gppo.backends.local.settings import LocalSettings
+    from gppo.backends.local.tasks import get_domain
+    from gppo.backends.local.train import Trainer
+    from gppo.backends.local.warmstart import load_base_model, warmstart_hash
+
+    t_start = time.perf_counter()
+    s = LocalSettings.model_validate(cell.settings)
+    torch.set_num_threads(s.num_threads)
+    domain = get_domain(s.domain)
+    benchmarks = list(cell.benchmarks) or list(domain.benchmark_names)
+    for b in benchmarks:
+        domain.family(b)  # unknown benchmark -> KeyError listing the known ones
+    loss_fn, agg = make_loss(cell.method, cell.loss_params)  # fail fast on bad params
+    if log is not None:
+        log.log_missing_params(cell, {"local.warmstart_hash": warmstart_hash(s)})
+    policy, built, path = load_base_model(s)
+    t_base = time.perf_counter() - t_start
+    say = print if verbose else (lambda *a, **k: None)
+    say(f"[{cell.id}] base model {'built' if built else 'loaded'} ({path}) in {t_base:.1f}s")
+
+    evals: dict[int, dict[str, float]] = {}
+
+    def do_eval(step: int) -> None:
+        res = evaluate(policy, domain, benchmarks, cell.eval_k, s.eval_seed, s.eval_prompts)
+        res_all = {M.eval_metric(b, cell.eval_k): v for b, v in res.items()}
+        res_all[M.eval_domain_metric(cell.eval_k)] = sum(res.values()) / len(res)
+        evals[step] = res_all
+        if log is not None:
+            log.log(res_all, step)
+            log.flush()
+        say(
+            f"[{cell.id}] eval step {step}: " + json.dumps({k: round(v, 3) for k, v in res.items()})
+        )
+
+    t_eval0 = time.perf_counter()
+    do_eval(0)
+    t_eval = time.perf_counter() - t_eval0
+    base_params = [q.detach().clone() for q in policy.parameters()]
+    trainer = Trainer(policy, domain, s, loss_fn, cell.seed, agg)
+    t_train0 = time.perf_counter()
+    history = []
+    for step in range(1, s.steps + 1):
+        out = trainer.step()
+        row = {M.train_metric(k): v for k, v in out.items()}
+        row[M.WALL_TIME] = time.perf_counter() - t_start
+        history.append(out)
+        if log is not None:
+            log.log(row, step)
+        if step % 5 == 0 or step == s.steps:
+            say(
+                f"[{cell.id}] step {step} score {out['score']:.3f} "
+                f"clip {out.get('clip_frac_low', 0) + out.get('clip_frac_high', 0):.4f} "
+                f"kl {out.get('approx_kl', 0):.2e} {row[M.WALL_TIME]:.1f}s"
+            )
+        if s.eval_every and step % s.eval_every == 0 and step != s.steps:
+            t0 = time.perf_counter()
+            do_eval(step)
+            t_eval += time.perf_counter() - t0
+    t_train = time.perf_counter() - t_train0
+    if s.steps > 0:
+        t0 = time.perf_counter()
+        do_eval(s.steps)
+        t_eval += time.perf_counter() - t0
+    prof = trainer.profile
+    delta = sum(
+        float((q.detach() - b).pow(2).sum())
+        for q, b in zip(policy.parameters(), base_params, strict=False)
+    )
+    perf = {
+        "perf/param_delta_l2": delta**0.5,
+        "perf/base_model_s": t_base,
+        "perf/eval_s": t_eval,
+        "perf/train_s": t_train,
+        "perf/sample_s": prof.sample_s,
+        "perf/update_s": prof.update_s,
+        "perf/sample_tokens_per_s": prof.sample_tokens / max(prof.sample_s, 1e-9),
+        "perf/update_tokens_per_s": prof.update_tokens / max(prof.update_s, 1e-9),
+        "perf/peak_rss_mb": _peak_rss_mb(),
+        "perf/total_s": time.perf_counter() - t_start,
+    }
+    if log is not None:
+        log.log(perf, s.steps)
+        log.flush()
+        log.set_tags({M.TAG_FINISHED: "true"})
+    return {
+        "cell": cell.id,
+        "built_base": built,
+        "evals": {str(k): v for k, v in evals.items()},
+        "history": history,
+        "perf": perf,
+    }
+
+
+def _standalone_run(client: Any, cell: Cell, experiment: str) -> str:
+    from gppo.backends.local.settings import LocalSettings
+
+    exp = client.get_experiment_by_name(experiment)
+    exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
+    domain = LocalSettings.model_validate(cell.settings).domain
+    tags = {
+        M.TAG_ROLE: M.ROLE_CELL,
+        M.TAG_CELL_ID: cell.id,
+        M.TAG_METHOD: cell.method,
+        M.TAG_DIVERGENCE: str(cell.divergence or ""),
+        M.TAG_ESTIMATOR: str(cell.estimator or ""),
+        M.TAG_SEED: str(cell.seed),
+        M.TAG_ATTEMPT: "0",
+        M.TAG_DOMAIN: domain,
+        M.TAG_BACKEND: "local",
+        M.TAG_CELL_HASH: cell.config_hash,
+    }
+    return client.create_run(exp_id, tags=tags, run_name=cell.id).info.run_id
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gppo.backends.local", description=__doc__)
+    p.add_argument("--cell", help="the resolved Cell as JSON (what the dispatcher passes)")
+    p.add_argument("--method", default="grpo", help="method name, or a divergence for gppo")
+    p.add_argument("--divergence")
+    p.add_argument("--estimator")
+    p.add_argument("--delta", type=float)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--domain", choices=["math", "code"])
+    p.add_argument("--k", type=int, default=8, help="samples per prompt for avg@k")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a LocalSettings field")
+    p.add_argument("--tracking-uri", help="standalone: MLflow store (default MLflow's)")
+    p.add_argument("--experiment", default="gppo-local", help="standalone: experiment name")
+    p.add_argument("--no-mlflow", action="store_true", help="standalone: do not log anywhere")
+    p.add_argument("--summary-json", help="write a JSON summary (evals, history, perf) here")
+    p.add_argument("--quiet", action="store_true")
+    args = p.parse_args(argv)
+
+    cell = Cell.from_json(args.cell) if args.cell else cell_from_flags(args)
+    run_id = os.environ.get(M.ENV_RUN_ID)
+    log = None
+    client = None
+    standalone = not run_id
+    if not (standalone and args.no_mlflow):
+        from mlflow.tracking import MlflowClient
+
+        from gppo.backends.local.mlflow_log import RunLogger
+
+        uri = args.tracking_uri or os.environ.get(M.ENV_TRACKING_URI)
+        client = MlflowClient(tracking_uri=uri) if uri else MlflowClient()
+        if standalone:
+            run_id = _standalone_run(client, cell, args.experiment)
+            print(f"standalone MLflow run {run_id}", file=sys.stderr)
+        log = RunLogger(client, run_id)
+    try:
+        summary = run_cell(cell, log, verbose=not args.quiet)
+    except BaseException:
+        if standalone and client is not None:
+            client.set_terminated(run_id, "FAILED")
+        raise
+    if standalone and client is not None:
+        client.set_terminated(run_id, "FINISHED")
+    if args.summary_json:
+        with open(args.summary_json, "w") as fh:
+            json.dump(summary, fh)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""``LocalSettings``: the ``local:`` section of a grid spec. Defaults = the quick-start budget."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class LocalSettings(BaseModel):
+    """Settings of the CPU testbed (unknown keys are rejected).
+
+    The warm start ("base model") depends only on the ``domain``, ``d_model``/``n_layers``/
+    ``n_heads`` and ``warmstart_*`` fields, so every cell of a sweep shares one cached base model.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    domain: Literal["math", "code"] = "math"
+    # policy
+    d_model: int = Field(128, ge=16)
+    n_layers: int = Field(2, ge=1)
+    n_heads: int = Field(4, ge=1)
+    # base model: supervised warm start on a noisy distribution (cached on disk)
+    warmstart_steps: int = Field(1500, ge=0)
+    warmstart_batch: int = Field(128, ge=1)
+    warmstart_lr: float = Field(3e-3, gt=0)
+    warmstart_noise: float = Field(0.3, ge=0, le=1)
+    warmstart_seed: int = 0
+    # RL (GRPO-style)
+    steps: int = Field(60, ge=0, description="RL iterations (rollout + updates); MLflow step")
+    prompts_per_step: int = Field(32, ge=1)
+    group_size: int = Field(8, ge=2, description="G: rollouts per prompt")
+    minibatches: int = Field(8, ge=1, description="optimiser updates per iteration")
+    ppo_epochs: int = Field(1, ge=1)
+    lr: float = Field(1e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    grad_clip: float | None = Field(1.0, gt=0)
+    temperature: float = Field(1.0, gt=0)
+    # evaluation
+    eval_every: int | None = Field(None, ge=1)
+    eval_seed: int = 1234
+    eval_prompts: int | None = Field(None, ge=1, description="cap per benchmark (None: all 64)")
+    # runtime
+    num_threads: int = Field(1, ge=1)
+    cache_dir: str | None = Field(
+        None, description="warm-start cache (None: $GPPO_CACHE_DIR or ~/.cache/gppo-sweep/local)"
+    )

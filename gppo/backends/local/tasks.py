@@ -1,0 +1,147 @@
+"""Domains and benchmarks of the CPU testbed: a registry of task families with exact 0/1 rewards.
+
+A :class:`Domain` owns a few *families* (one per benchmark, of graded difficulty). Each benchmark
+is 64+ fixed prompts drawn from its family with a fixed RNG; training prompts (warm start and RL)
+are drawn from the same families with the benchmark prompts rejected, so no evaluation prompt is
+ever trained on. Every family's prompt space is orders of magnitude larger than what a cell sees.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+#: Bump when a generator changes: it is part of the warm-start cache key.
+TASKS_VERSION = "v1"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One prompt with its verifier data.
+
+    Attributes:
+        prompt: the text the policy is conditioned on.
+        answer: a reference completion (reward 1).
+        family: the benchmark family it was drawn from.
+        data: what the scorer needs (the exact number, or the program and hidden test inputs).
+    """
+
+    prompt: str
+    answer: str
+    family: str
+    data: Any = None
+
+
+@dataclass(frozen=True)
+class Family:
+    """A generator of problems (``make(rng) -> Problem``) with a warm-start weight."""
+
+    name: str
+    make: Callable[[random.Random], Problem]
+    warmstart_weight: float = 1.0
+
+
+@dataclass
+class Domain:
+    """A task domain: families (= benchmarks), a scorer and an answer-noise model."""
+
+    name: str
+    families: tuple[Family, ...]
+    max_new_tokens: int
+    score_fn: Callable[[Problem, str], float]
+    corrupt_fn: Callable[[Problem, random.Random], str]
+    n_benchmark_prompts: int = 64
+    _bench: dict[str, list[Problem]] = field(default_factory=dict, repr=False)
+
+    @property
+    def benchmark_names(self) -> tuple[str, ...]:
+        return tuple(f.name for f in self.families)
+
+    def family(self, name: str) -> Family:
+        for f in self.families:
+            if f.name == name:
+                return f
+        raise KeyError(
+            f"unknown benchmark {name!r} for domain {self.name!r}; known: "
+            + ", ".join(self.benchmark_names)
+        )
+
+    def benchmark(self, name: str) -> list[Problem]:
+        """The fixed, held-out prompts of benchmark ``name`` (distinct prompts, fixed RNG)."""
+        if name not in self._bench:
+            fam = self.family(name)
+            rng = random.Random(f"gppo-local/{self.name}/{name}/{TASKS_VERSION}")
+            seen: set[str] = set()
+            probs: list[Problem] = []
+            while len(probs) < self.n_benchmark_prompts:
+                p = fam.make(rng)
+                if p.prompt not in seen:
+                    seen.add(p.prompt)
+                    probs.append(p)
+            self._bench[name] = probs
+        return self._bench[name]
+
+    @cached_property
+    def heldout_prompts(self) -> frozenset[str]:
+        """Every benchmark prompt of the domain: never used for training."""
+        return frozenset(p.prompt for b in self.benchmark_names for p in self.benchmark(b))
+
+    def sample_train(
+        self, rng: random.Random, n: int, weights: Sequence[float] | None = None
+    ) -> list[Problem]:
+        """``n`` training problems (families mixed by ``weights``), benchmark prompts rejected."""
+        fams = self.families
+        w = list(weights) if weights is not None else [1.0] * len(fams)
+        held = self.heldout_prompts
+        out: list[Problem] = []
+        while len(out) < n:
+            fam = rng.choices(fams, weights=w)[0]
+            p = fam.make(rng)
+            if p.prompt not in held:
+                out.append(p)
+        return out
+
+    def warmstart_weights(self) -> list[float]:
+        return [f.warmstart_weight for f in self.families]
+
+    def score(self, problem: Problem, completion: str) -> float:
+        """Exact 0/1 reward of ``completion`` (the decoded response, EOS stripped)."""
+        return float(self.score_fn(problem, completion))
+
+    def corrupt(self, problem: Problem, rng: random.Random) -> str:
+        """A plausible wrong answer (the warm start's label noise)."""
+        return self.corrupt_fn(problem, rng)
+
+
+_DOMAINS: dict[str, Callable[[], Domain]] = {}
+_CACHE: dict[str, Domain] = {}
+
+
+def register_domain(name: str) -> Callable[[Callable[[], Domain]], Callable[[], Domain]]:
+    def deco(factory: Callable[[], Domain]) -> Callable[[], Domain]:
+        _DOMAINS[name] = factory
+        return factory
+
+    return deco
+
+
+def known_domains() -> list[str]:
+    _load_builtins()
+    return sorted(_DOMAINS)
+
+
+def get_domain(name: str) -> Domain:
+    """The domain registered as ``name``; unknown names list the known ones."""
+    _load_builtins()
+    if name not in _DOMAINS:
+        raise KeyError(f"unknown domain {name!r}; known: {', '.join(sorted(_DOMAINS))}")
+    if name not in _CACHE:
+        _CACHE[name] = _DOMAINS[name]()
+    return _CACHE[name]
+
+
+def _load_builtins() -> None:
+    from gppo.backends.local import tasks_code, tasks_math  # noqa: F401

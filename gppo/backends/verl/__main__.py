@@ -1,0 +1,119 @@
+"""The verl cell's Ray-job entrypoint: ``python -m gppo.backends.verl [options] -- OVERRIDES``.
+
+1. imports the plugin (loss mode ``gppo``) and validates the overrides with verl's own config
+   code, so a bad cell fails in seconds with one line, before Ray allocates GPUs;
+2. mirrors verl's metrics onto our names in the cell's MLflow run (``MLFLOW_RUN_ID``) every
+   ``--mirror-every`` seconds while training runs, and once more at the end;
+3. runs ``verl.trainer.main_ppo.main`` with the overrides (exactly ``python -m
+   verl.trainer.main_ppo OVERRIDES``), which resumes from the cell's checkpoint directory;
+4. after the final evaluation is in the run, sets tag ``gppo.finished=true``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import threading
+from collections.abc import Sequence
+
+from gppo import metrics as m
+
+
+def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    argv = list(argv)
+    if "--" not in argv:
+        raise SystemExit("usage: python -m gppo.backends.verl [options] -- HYDRA_OVERRIDES...")
+    split = argv.index("--")
+    parser = argparse.ArgumentParser(prog="python -m gppo.backends.verl")
+    parser.add_argument("--benchmarks", required=True, help="comma-separated data_source names")
+    parser.add_argument("--eval-k", type=int, default=8)
+    parser.add_argument("--total-steps", type=int, required=True)
+    parser.add_argument("--mirror-every", type=float, default=60.0, help="seconds")
+    parser.add_argument("--check-only", action="store_true", help="validate and exit")
+    return parser.parse_args(argv[:split]), argv[split + 1 :]
+
+
+class _Mirror:
+    """Background mirroring of verl's metrics onto ours (driver process, MLflow client only)."""
+
+    def __init__(self, run_id: str, benchmarks: list[str], k: int, every: float) -> None:
+        from mlflow.tracking import MlflowClient
+
+        # the job's MLFLOW_TRACKING_URI, explicitly: never a URI some library set in-process
+        self.client = MlflowClient(os.environ.get(m.ENV_TRACKING_URI))
+        self.run_id, self.benchmarks, self.k, self.every = run_id, benchmarks, k, every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="gppo-mirror", daemon=True)
+
+    def once(self) -> list:
+        from gppo.backends.verl.metrics_map import mirror_run
+
+        return mirror_run(self.client, self.run_id, self.benchmarks, self.k)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.once()
+            except Exception as exc:  # a flaky tracking server must not kill training
+                print(f"[gppo] metric mirror failed (will retry): {exc}", file=sys.stderr)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def _run_verl(overrides: list[str]) -> None:
+    """``python -m verl.trainer.main_ppo OVERRIDES`` in this process (Hydra reads sys.argv)."""
+    import verl.trainer.main_ppo as main_ppo
+
+    saved = sys.argv
+    sys.argv = [main_ppo.__file__, *overrides]
+    try:
+        main_ppo.main()
+    finally:
+        sys.argv = saved
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args, overrides = _parse(sys.argv[1:] if argv is None else argv)
+    from gppo.backends.verl.validate import VerlConfigError, check_overrides
+
+    try:
+        check_overrides(tuple(overrides))
+    except VerlConfigError as exc:
+        print(f"gppo verl: {exc}", file=sys.stderr)
+        return 2
+    if args.check_only:
+        print("gppo verl: overrides valid")
+        return 0
+    benchmarks = [b for b in args.benchmarks.split(",") if b]
+    run_id = os.environ.get(m.ENV_RUN_ID)
+    mirror = _Mirror(run_id, benchmarks, args.eval_k, args.mirror_every) if run_id else None
+    if mirror is not None:
+        mirror.start()
+    try:
+        _run_verl(overrides)
+    finally:
+        if mirror is not None:
+            mirror.stop()
+    if mirror is None:
+        return 0
+    from gppo.backends.verl.metrics_map import has_final_eval
+
+    mirror.once()
+    if not has_final_eval(mirror.client, run_id, args.eval_k, args.total_steps):
+        print(
+            f"gppo verl: training ended without a final evaluation at step {args.total_steps}",
+            file=sys.stderr,
+        )
+        return 1
+    mirror.client.set_tag(run_id, m.TAG_FINISHED, "true")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

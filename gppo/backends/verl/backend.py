@@ -1,0 +1,119 @@
+"""The ``verl`` backend: each cell is one Ray job running verl's PPO trainer with our loss.
+
+``job(cell)`` builds::
+
+    python -m gppo.backends.verl --benchmarks aime24,aime25,... --eval-k 8 --total-steps 400 \\
+        -- <Hydra overrides for verl.trainer.main_ppo>
+
+The entrypoint is a thin wrapper of ours (:mod:`gppo.backends.verl.__main__`) rather than
+``python -m verl.trainer.main_ppo`` directly, because the job must do three things verl does not:
+import the plugin and validate the overrides loudly before Ray hands out 8 GPUs; mirror verl's
+metric names onto ours (:mod:`gppo.metrics`) in the cell's MLflow run while it trains; and set
+``gppo.finished=true`` after the final evaluation. Between those it calls verl's own
+``main_ppo.main`` with the overrides, exactly as ``python -m verl.trainer.main_ppo`` would.
+
+Environment (the dispatcher submits it as the Ray job's ``runtime_env.env_vars``, which Ray
+merges into verl's own ``ray.init(runtime_env=...)`` so every actor gets it):
+``VERL_USE_EXTERNAL_MODULES`` (the plugin), the spec's ``verl.env`` and, added by the dispatcher,
+``MLFLOW_TRACKING_URI`` / ``MLFLOW_RUN_ID`` (verl's MLflow logger attaches to that run).
+verl's own runtime-env variables are refused there: Ray fails the job when the job's and verl's
+``env_vars`` share a key.
+
+Importing this module does not import verl; :meth:`VerlBackend.job` validates the overrides
+against verl's config classes when verl is installed on the launching machine.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import ClassVar
+
+from gppo.backends.base import Backend, Job, register_backend
+from gppo.backends.verl.overrides import cell_overrides
+from gppo.backends.verl.settings import DOMAIN_BENCHMARKS, VerlSettings
+from gppo.grid.cell import Cell, Resources
+
+PLUGIN_MODULE = "gppo.backends.verl.plugin"
+#: Env vars verl's ``main_ppo`` puts in its own ``ray.init`` runtime env (constants_ppo.py): the
+#: job's runtime env must not repeat them, or Ray refuses to merge the two.
+VERL_RESERVED_ENV = frozenset(
+    {
+        "TOKENIZERS_PARALLELISM",
+        "NCCL_DEBUG",
+        "VLLM_LOGGING_LEVEL",
+        "VLLM_ALLOW_RUNTIME_LORA_UPDATING",
+        "VLLM_DISABLE_COMPILE_CACHE",
+        "HCCL_HOST_SOCKET_PORT_RANGE",
+        "HCCL_NPU_SOCKET_PORT_RANGE",
+        "HSA_NO_SCRATCH_RECLAIM",
+        "NCCL_NVLS_ENABLE",
+        "NCCL_MNNVL_ENABLE",
+        "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO",
+        "CUDA_DEVICE_MAX_CONNECTIONS",
+        "NVTX_INJECTION64_PATH",
+        "VERL_FULL_DETERMINISM",
+        "VLLM_BATCH_INVARIANT",
+        "VERL_RL_INSIGHT_ENABLE",
+        "PYTHONHASHSEED",
+        "CUBLAS_WORKSPACE_CONFIG",
+        "FLASH_ATTENTION_DETERMINISTIC",
+        "NCCL_DETERMINISTIC",
+        "NCCL_ALGO",
+        "TRANSFER_QUEUE_ENABLE",
+    }
+)
+#: Set by the dispatcher, never by the spec.
+DISPATCHER_ENV = frozenset({"MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID"})
+
+
+@register_backend
+class VerlBackend(Backend):
+    name: ClassVar[str] = "verl"
+    settings_model: ClassVar[type[VerlSettings]] = VerlSettings
+    entrypoint_module: ClassVar[str] = "gppo.backends.verl"
+    reuse_run_on_retry: ClassVar[bool] = True
+    entrypoint_holds_resources: ClassVar[bool] = False
+
+    def default_benchmarks(self, settings: VerlSettings) -> tuple[str, ...]:
+        return tuple(b for b in DOMAIN_BENCHMARKS[settings.domain] if b in settings.val_files)
+
+    def known_benchmarks(self, settings: VerlSettings) -> tuple[str, ...]:
+        return tuple(settings.val_files)
+
+    def job(self, cell: Cell) -> Job:
+        settings = VerlSettings.model_validate(cell.settings)
+        bad = sorted(set(settings.env) & (VERL_RESERVED_ENV | DISPATCHER_ENV))
+        if bad:
+            raise ValueError(
+                f"cell {cell.id}: verl.env may not set {', '.join(bad)} (verl's own runtime env "
+                "or the dispatcher's MLflow variables)"
+            )
+        overrides = cell_overrides(cell, settings)
+        if importlib.util.find_spec("verl") is not None:
+            from gppo.backends.verl.validate import VerlConfigError, check_overrides
+
+            try:
+                check_overrides(tuple(overrides))
+            except VerlConfigError as exc:
+                raise VerlConfigError(f"cell {cell.id}: {exc}") from None
+        benchmarks = cell.benchmarks or self.default_benchmarks(settings)
+        argv = (
+            settings.python,
+            "-m",
+            self.entrypoint_module,
+            "--benchmarks",
+            ",".join(benchmarks),
+            "--eval-k",
+            str(cell.eval_k),
+            "--total-steps",
+            str(settings.total_steps),
+            "--",
+            *overrides,
+        )
+        env = {**settings.env, "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
+        resources = Resources(
+            num_cpus=cell.resources.num_cpus,
+            num_gpus=float(settings.n_gpus),
+            memory_gb=cell.resources.memory_gb,
+        )
+        return Job(argv=argv, env=env, resources=resources)

@@ -1,0 +1,142 @@
+"""The verl plugin: registers policy-loss mode ``gppo`` and its config class inside verl.
+
+How it reaches every process that computes a loss (each is enough on its own):
+
+1. ``verl.plugins`` entry point ``gppo = "gppo.backends.verl.plugin"`` (pyproject.toml): verl's
+   ``__init__`` loads it in every process that imports verl, when gppo-sweep is installed there
+   (failures are only logged at debug level by verl, hence 2 and 3);
+2. ``VERL_USE_EXTERNAL_MODULES=gppo.backends.verl.plugin`` in the job's runtime env (set by the
+   backend; Ray propagates it to every actor): verl's ``__init__`` imports it and fails loudly;
+3. ``actor_rollout_ref.actor.policy_loss._target_=gppo.backends.verl.plugin.GPPOPolicyLossConfig``:
+   building the actor config in a worker imports this module.
+
+verl calls a policy loss as ``fn(old_log_prob, log_prob, advantages, response_mask,
+loss_agg_mode, config, rollout_is_weights)`` with ``config`` the actor config; tensors are (B, T).
+We compute the per-token GPPO loss (MATH.md "The objective": −min(r·A, clip(r, r_lo, r_hi)·A),
+dual clip for A < 0), weight it by ``rollout_is_weights`` when given, and aggregate with verl's
+own ``agg_loss(..., **config.global_batch_info)`` so data-parallel scaling is verl's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss
+from verl.workers.config import PolicyLossConfig
+
+__all__ = ["GPPOPolicyLossConfig", "compute_policy_loss_gppo"]
+
+LOSS_MODE = "gppo"
+
+
+@dataclass
+class GPPOPolicyLossConfig(PolicyLossConfig):
+    """verl's PolicyLossConfig plus the GPPO fields (verl refuses unknown fields on its own class).
+
+    Args:
+        divergence: f-divergence name (``tv``, ``chi2``, ``kl``, ``hellinger``, extensions).
+        estimator: per-token estimator (``mc``, ``atomic``, ``binary``).
+        delta: proximal radius δ; ``None`` calibrates it as |f(r_min)|.
+        r_min: calibration ratio (MATH.md "Calibration"), used when ``delta`` is None.
+        ratio_bound_low, ratio_bound_high: the fixed limits every per-token region is intersected
+            with (the paper's (0.5, 10)); ``None`` disables a side.
+        dual_clip: dual-clip constant c for A < 0 (``None`` disables).
+    """
+
+    loss_mode: str = LOSS_MODE
+    divergence: str = "tv"
+    estimator: str = "mc"
+    delta: float | None = None
+    r_min: float = 0.8
+    ratio_bound_low: float | None = 0.5
+    ratio_bound_high: float | None = 10.0
+    dual_clip: float | None = 10.0
+
+    def __post_init__(self) -> None:
+        from gppo.objectives.divergences import known_divergences
+        from gppo.objectives.estimators import known_estimators
+
+        known_div = known_divergences()
+        if self.divergence not in known_div and not self.divergence.startswith("alpha:"):
+            raise ValueError(
+                f"policy_loss.divergence: unknown divergence {self.divergence!r}; "
+                f"known: {', '.join(sorted(known_div))}, alpha:<a>"
+            )
+        if self.estimator not in known_estimators():
+            raise ValueError(
+                f"policy_loss.estimator: unknown estimator {self.estimator!r}; "
+                f"known: {', '.join(sorted(known_estimators()))}"
+            )
+        if self.delta is not None and not self.delta > 0:
+            raise ValueError(f"policy_loss.delta must be > 0, got {self.delta}")
+        if not 0.0 < self.r_min < 1.0:
+            raise ValueError(f"policy_loss.r_min must be in (0, 1), got {self.r_min}")
+        lo, hi = self.ratio_bound_low, self.ratio_bound_high
+        if lo is not None and hi is not None and not 0.0 <= lo < 1.0 < hi:
+            raise ValueError(
+                f"policy_loss ratio bounds must satisfy 0 <= low < 1 < high, got ({lo}, {hi})"
+            )
+        if self.dual_clip is not None and not self.dual_clip > 1.0:
+            raise ValueError(f"policy_loss.dual_clip must be > 1 (or null), got {self.dual_clip}")
+
+    @property
+    def ratio_bounds(self) -> tuple[float, float] | None:
+        """The (low, high) pair the objectives library takes (open sides become 0 / +inf)."""
+        lo, hi = self.ratio_bound_low, self.ratio_bound_high
+        if lo is None and hi is None:
+            return None
+        return (0.0 if lo is None else lo, float("inf") if hi is None else hi)
+
+    def loss_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of ``gppo.objectives`` for this config."""
+        return {
+            "divergence": self.divergence,
+            "estimator": self.estimator,
+            "delta": self.delta,
+            "r_min": self.r_min,
+            "ratio_bounds": self.ratio_bounds,
+            "dual_clip": self.dual_clip,
+        }
+
+
+@register_policy_loss(LOSS_MODE)
+def compute_policy_loss_gppo(
+    old_log_prob: torch.Tensor,
+    log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    response_mask: torch.Tensor,
+    loss_agg_mode: str = "token-mean",
+    config: Any = None,
+    rollout_is_weights: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """GPPO policy loss in verl's calling convention; tensors are (B, T).
+
+    Returns ``(loss, metrics)``: the loss aggregated by verl's ``agg_loss`` with the global batch
+    info of the step, and the objectives library's diagnostics prefixed ``actor/`` (verl logs
+    them per step; :mod:`gppo.backends.verl.metrics_map` maps them to ``train/<key>``).
+    """
+    from gppo.objectives.losses import gppo_token_loss
+
+    if config is None:
+        raise ValueError("gppo loss: verl passed no actor config")
+    policy_loss = config.policy_loss
+    if not isinstance(policy_loss, GPPOPolicyLossConfig):
+        raise TypeError(
+            "gppo loss: actor_rollout_ref.actor.policy_loss must be built from "
+            "_target_=gppo.backends.verl.plugin.GPPOPolicyLossConfig, got "
+            f"{type(policy_loss).__name__}"
+        )
+    loss_mat, metrics = gppo_token_loss(
+        old_log_prob, log_prob, advantages, response_mask, **policy_loss.loss_kwargs()
+    )
+    if rollout_is_weights is not None:
+        loss_mat = loss_mat * rollout_is_weights
+    loss = agg_loss(
+        loss_mat=loss_mat,
+        loss_mask=response_mask,
+        loss_agg_mode=loss_agg_mode,
+        **config.global_batch_info,
+    )
+    return loss, {f"actor/{key}": float(value) for key, value in metrics.items()}

@@ -1,0 +1,59 @@
+"""The reward function verl calls for every rollout: our benchmark names -> verl's own scorers.
+
+verl groups validation metrics by ``data_source`` (``val-core/<data_source>/acc/mean@8``), so each
+benchmark keeps its own name (``aime24`` ... ``smt25``, ``codeforces`` ... ``apps``). verl's
+``default_compute_score`` picks its scorer by name too, but has no name for BRUMO25 or SMT25 and
+gives code only partial credit, so this module (loaded by verl as
+``reward.custom_reward_function.path=pkg://gppo.backends.verl.reward``) maps each name onto the
+verl scorer to use and returns verl's dict form ``{"score", "acc"}``:
+
+* math: verl's ``math_dapo`` scorer (DAPO's answer matching; score ±1, acc 0/1);
+* code: verl's code scorer (``prime_code``, or sandbox fusion when configured); the reward and
+  ``acc`` are 1 only when every test case passes (verifiable 0/1 reward).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+#: Our data_source name -> the verl data_source whose scorer applies.
+SCORER_OF: dict[str, str] = {
+    # math
+    "dapo_math_17k": "math_dapo",
+    "aime24": "math_dapo",
+    "aime25": "math_dapo",
+    "brumo25": "math_dapo",
+    "smt25": "math_dapo",
+    # code
+    "eurus_code_25k": "codecontests",
+    "codeforces": "codeforces",
+    "codecontests": "codecontests",
+    "taco": "taco",
+    "apps": "apps",
+}
+CODE_SCORERS = frozenset({"codeforces", "codecontests", "taco", "apps"})
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: Any,
+    extra_info: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, float]:
+    """Score one response; ``{"score": reward, "acc": 0 or 1}``."""
+    from verl.utils.reward_score import default_compute_score
+
+    try:
+        scorer = SCORER_OF[data_source]
+    except KeyError:
+        raise ValueError(
+            f"no scorer for data_source {data_source!r}; known: {', '.join(sorted(SCORER_OF))}"
+        ) from None
+    result = default_compute_score(scorer, solution_str, ground_truth, extra_info, **kwargs)
+    score = float(result["score"]) if isinstance(result, dict) else float(result)
+    if scorer in CODE_SCORERS:
+        passed = float(score >= 1.0)  # continuous pass fraction -> all tests passed
+        return {"score": passed, "acc": passed}
+    acc = float(result["acc"]) if isinstance(result, dict) and "acc" in result else float(score > 0)
+    return {"score": score, "acc": acc}

@@ -1,0 +1,104 @@
+"""The ``verl:`` section of a grid spec: where the model and data live and the paper's training setup.
+
+Defaults are the paper's setup (Qwen3-8B-Base; group size 8; 128 prompts x 8 = 1024 rollouts per
+step; mini-batch 16 prompts, so 8 updates per step; 20k-token responses; AdamW, lr 1e-6 constant;
+token-mean; no KL term; avg@8 validation; 8 GPUs per cell). Model and data are local paths on
+the cluster's shared filesystem: nothing is downloaded at run time.
+
+Benchmarks are the ``data_source`` names that ``gppo-sweep data prepare`` writes (one parquet file
+per benchmark); they are also the names of the eval metrics (``eval/<benchmark>/avg_at_8``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: Evaluation benchmarks per domain (the paper's Table 1 columns), in report order.
+DOMAIN_BENCHMARKS: dict[str, tuple[str, ...]] = {
+    "math": ("aime24", "aime25", "brumo25", "smt25"),
+    "code": ("codeforces", "codecontests", "taco", "apps"),
+}
+#: ``data_source`` of the training rows per domain.
+TRAIN_DATA_SOURCE: dict[str, str] = {"math": "dapo_math_17k", "code": "eurus_code_25k"}
+
+
+class VerlSettings(BaseModel):
+    """Everything about a verl cell that is not the loss (the loss comes from the Cell)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    domain: Literal["math", "code"] = "math"
+    #: Local path (on every node) of the base model, e.g. /shared/models/Qwen3-8B-Base.
+    model_path: str = Field(min_length=1)
+    #: Training parquet written by ``gppo-sweep data prepare`` (DAPO-Math-17k / Eurus-Code-25k).
+    train_file: str = Field(min_length=1)
+    #: One parquet file per evaluation benchmark, keyed by benchmark (= data_source) name.
+    val_files: dict[str, str] = Field(min_length=1)
+
+    # --- cluster shape -----------------------------------------------------------------------
+    nnodes: int = Field(1, ge=1)
+    gpus_per_node: int = Field(8, ge=1)
+    #: vLLM tensor parallel size of the rollout engine.
+    rollout_tp: int = Field(2, ge=1)
+    rollout_gpu_memory_utilization: float = Field(0.6, gt=0.0, le=1.0)
+    #: Ulysses sequence parallel size of the actor (long responses: 2-4 on 80 GB GPUs).
+    sequence_parallel: int = Field(1, ge=1)
+    #: Token budget per GPU for dynamic micro-batching (default: one full sequence x 2).
+    max_token_len_per_gpu: int | None = Field(None, ge=1)
+
+    # --- the paper's training setup ----------------------------------------------------------
+    prompts_per_step: int = Field(128, ge=1)  # data.train_batch_size
+    group_size: int = Field(8, ge=1)  # rollout.n (1024 rollouts per step)
+    mini_batch_prompts: int = Field(16, ge=1)  # actor.ppo_mini_batch_size (8 updates per step)
+    max_prompt_length: int = Field(2048, ge=1)
+    max_response_length: int = Field(20480, ge=1)
+    total_steps: int = Field(400, ge=1)
+    lr: float = Field(1e-6, gt=0.0)
+    weight_decay: float = Field(0.01, ge=0.0)
+    grad_clip: float = Field(1.0, gt=0.0)
+    temperature: float = Field(1.0, gt=0.0)
+    val_temperature: float = Field(1.0, gt=0.0)
+    val_top_p: float = Field(1.0, gt=0.0, le=1.0)
+    #: Evaluate every N steps (verl's trainer.test_freq); the final step is always evaluated and
+    #: step 0 (the base model) too.
+    eval_every: int = Field(50, ge=1)
+    #: Checkpoint every N steps; a retried attempt resumes from the latest one.
+    save_every: int = Field(50, ge=1)
+    max_checkpoints_to_keep: int = Field(1, ge=1)
+    #: Base directory (shared by all nodes) for checkpoints; each cell gets its own sub-directory.
+    checkpoint_dir: str = Field("checkpoints", min_length=1)
+    #: verl trainer.project_name (the MLflow run itself is the dispatcher's).
+    project_name: str = "gppo"
+
+    #: Python of the cluster's nodes (with gppo-sweep and verl installed) that runs the job.
+    python: str = Field("python", min_length=1)
+    #: Extra environment for the job (exported into every Ray worker of the cell).
+    env: dict[str, str] = Field(default_factory=dict)
+    #: Raw Hydra overrides appended last, e.g. ["actor_rollout_ref.rollout.enforce_eager=true"].
+    extra_overrides: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_shape(self) -> VerlSettings:
+        if self.prompts_per_step % self.mini_batch_prompts:
+            raise ValueError(
+                f"prompts_per_step ({self.prompts_per_step}) must be a multiple of "
+                f"mini_batch_prompts ({self.mini_batch_prompts})"
+            )
+        if (self.prompts_per_step * self.group_size) % (self.nnodes * self.gpus_per_node):
+            raise ValueError(
+                "prompts_per_step * group_size must be divisible by nnodes * gpus_per_node"
+            )
+        return self
+
+    @property
+    def n_gpus(self) -> int:
+        return self.nnodes * self.gpus_per_node
+
+    @property
+    def token_budget(self) -> int:
+        """Per-GPU token budget for verl's dynamic batch size (two full sequences by default)."""
+        if self.max_token_len_per_gpu is not None:
+            return self.max_token_len_per_gpu
+        return 2 * (self.max_prompt_length + self.max_response_length)

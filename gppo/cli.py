@@ -1,0 +1,244 @@
+"""``gppo-sweep``: a thin typer app over :mod:`gppo.grid` and :mod:`gppo.sweep`.
+
+Ray and MLflow are imported inside the commands that need them, so ``--help`` and ``plan`` stay
+fast. Spec errors print one line (``FILE: field.path: message``) on stderr and exit with code 2.
+
+Other packages add commands with :func:`add_command` / :func:`add_group`, e.g.
+``add_command(gppo.analysis.commands.report)`` or ``add_group(tune_app, "tune")``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    name="gppo-sweep",
+    help="Run the GPPO Divergence x Estimator grid as Ray jobs tracked in MLflow.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+SpecArg = Annotated[Path, typer.Argument(help="grid spec (YAML)", show_default=False)]
+AddressOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--address", help="Ray Jobs API address (default: RAY_ADDRESS, else a local head)"
+    ),
+]
+EXIT_SPEC = 2
+
+
+def add_command(fn: Callable[..., Any], name: str | None = None) -> None:
+    """Register a typer-annotated function as a sub-command (for other packages)."""
+    app.command(name=name)(fn)
+
+
+def add_group(sub: typer.Typer, name: str) -> None:
+    """Register a typer sub-app as a command group (e.g. ``tune``, ``data``)."""
+    app.add_typer(sub, name=name)
+
+
+def _fail(line: str, code: int = EXIT_SPEC) -> typer.Exit:
+    sys.stderr.write(line.rstrip("\n") + "\n")
+    return typer.Exit(code)
+
+
+def _plan(spec: Path):
+    from gppo.grid import SpecError, load_plan
+
+    try:
+        return load_plan(spec)
+    except SpecError as exc:
+        raise _fail(exc.line) from None
+
+
+def _console():
+    from rich.console import Console
+
+    return Console()
+
+
+@app.command()
+def plan(
+    spec: SpecArg,
+    as_json: Annotated[bool, typer.Option("--json", help="print a JSON list of cells")] = False,
+) -> None:
+    """Show the cells of a spec: coordinates, δ, proximal region at μ = 0.01/0.1/0.5/0.9, seed, and
+    each cell's exact job command."""
+    from gppo.grid.plan import fmt_interval, plan_rows
+
+    p = _plan(spec)
+    rows = plan_rows(p)
+    if as_json:
+        sys.stdout.write(json.dumps(rows, indent=1) + "\n")
+        return
+    from rich.table import Table
+
+    console = _console()
+    table = Table(title=f"sweep {p.sweep_id}: {len(rows)} cells")
+    for col in ("cell", "method", "divergence", "estimator", "δ"):
+        table.add_column(col)
+    for mu in rows[0]["mus"] if rows else ():
+        table.add_column(f"μ={mu}")
+    table.add_column("seed")
+    for r in rows:
+        regions = [fmt_interval(*x) for x in r["region"]] if r["region"] else ["-"] * len(r["mus"])
+        delta = "-" if r["delta"] is None else f"{r['delta']:.4g}"
+        table.add_row(
+            r["cell"], r["method"], r["divergence"] or "-", r["estimator"] or "-", delta,
+            *regions, str(r["seed"]),
+        )  # fmt: skip
+    console.print(table)
+    console.print("[bold]job commands[/bold]")
+    for r in rows:
+        console.print(f"{r['cell']}: ", end="", markup=False, highlight=False)
+        console.print(r["command"], markup=False, highlight=False, soft_wrap=True)
+
+
+@app.command()
+def launch(
+    spec: SpecArg,
+    address: AddressOpt = None,
+    max_concurrent: Annotated[
+        int | None, typer.Option("--max-concurrent", min=1, help="override ray.max_concurrent")
+    ] = None,
+    detach: Annotated[
+        bool, typer.Option("--detach", help="on Ctrl-C, leave running jobs running")
+    ] = False,
+) -> None:
+    """Run every unfinished cell as a Ray job (resumes: finished cells are skipped)."""
+    p = _plan(spec)
+    from rich.live import Live
+
+    from gppo.sweep.launch import LaunchBusy, Launcher
+    from gppo.sweep.progress import launch_view
+
+    console = _console()
+    live = Live(console=console, auto_refresh=False, transient=False)
+    launcher = Launcher(
+        p,
+        address=address,
+        max_concurrent=max_concurrent,
+        detach=detach,
+        on_update=lambda r: live.update(launch_view(r), refresh=True),
+    )
+    try:
+        with live:
+            result = launcher.run()
+    except LaunchBusy as exc:
+        raise _fail(str(exc), 1) from None
+    except KeyboardInterrupt:  # before dispatch began: nothing was submitted by this launch
+        raise _fail("interrupted before dispatch started; nothing submitted", 130) from None
+    done, failed = result.count("done"), result.count("failed")
+    console.print(
+        f"sweep {result.sweep_id}: {done}/{len(result.cells)} done, {failed} failed"
+        + (", interrupted" if result.interrupted else "")
+        + (" (jobs left running: relaunch to re-attach)" if result.detached else "")
+    )
+    for st in result.cells.values():
+        if st.state == "failed":
+            console.print(f"[red]failed[/red] {st.cell.id}: {st.note}", highlight=False)
+    if result.interrupted:
+        raise typer.Exit(130)
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def status(
+    spec: SpecArg,
+    address: AddressOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Per cell: state, attempt, step, latest train score, final eval, run id."""
+    p = _plan(spec)
+    from gppo.sweep.control import sweep_status
+
+    rows = sweep_status(p, address=address)
+    if as_json:
+        sys.stdout.write(json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
+        return
+    from gppo.sweep.progress import status_table
+
+    console = _console()
+    console.print(f"sweep {p.sweep_id}")
+    console.print(status_table(rows))
+
+
+@app.command()
+def logs(
+    spec: SpecArg,
+    cell: Annotated[str, typer.Argument(help="cell id, e.g. kl-atomic-s0")],
+    address: AddressOpt = None,
+    follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
+) -> None:
+    """Print the job log of a cell's latest attempt."""
+    from gppo.grid import SpecError
+
+    p = _plan(spec)
+    from gppo.sweep.control import cell_logs
+
+    try:
+        for chunk in cell_logs(p, cell, address=address, follow=follow):
+            sys.stdout.write(chunk)
+            sys.stdout.flush()
+    except SpecError as exc:
+        raise _fail(exc.line) from None
+
+
+@app.command()
+def cancel(
+    spec: SpecArg,
+    cell: Annotated[str | None, typer.Argument(help="only this cell")] = None,
+    address: AddressOpt = None,
+) -> None:
+    """Stop the sweep's running jobs (or one cell's); without CELL also stop its local Ray head."""
+    from gppo.grid import SpecError
+
+    p = _plan(spec)
+    from gppo.sweep.control import cancel as do_cancel
+
+    try:
+        stopped = do_cancel(p, cell, address=address)
+    except SpecError as exc:
+        raise _fail(exc.line) from None
+    typer.echo(f"stopped {len(stopped)} cell(s)" + (f": {', '.join(stopped)}" if stopped else ""))
+
+
+@app.command()
+def ui(
+    spec: SpecArg,
+    host: Annotated[str, typer.Option(help="bind address (loopback by default)")] = "127.0.0.1",
+    port: Annotated[int, typer.Option()] = 5000,
+) -> None:
+    """Serve the MLflow UI on the sweep's tracking store."""
+    import os
+
+    from gppo.sweep.tracking import resolve_tracking_uri
+
+    p = _plan(spec)
+    uri = resolve_tracking_uri(p.spec.tracking.uri)
+    if "://" in uri and not uri.startswith(("sqlite:", "file:", "postgresql", "mysql")):
+        raise _fail(
+            f"{spec}: tracking.uri: {uri!r} is a tracking server already; open it directly", 1
+        )
+    mlflow = str(Path(sys.executable).with_name("mlflow"))
+    argv = [mlflow, "server", "--backend-store-uri", uri, "--host", host, "--port", str(port)]
+    argv += ["--workers", "1"]
+    typer.echo(f"MLflow UI for sweep {p.sweep_id} at http://{host}:{port}", err=True)
+    os.execv(mlflow, argv)
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    app()

@@ -1,0 +1,223 @@
+"""The typed grid spec (pydantic v2; unknown keys refused everywhere).
+
+The backend's own section (``local:`` / ``verl:``, named after ``backend``) is moved into
+:attr:`GridSpec.settings` by the loader and validated by the backend's ``settings_model``; in an
+override the same key overrides the backend settings of one cell. See :mod:`gppo.grid.load`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from gppo.grid import registries
+
+NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+DEFAULT_DIVERGENCES = ("tv", "chi2", "kl", "hellinger")
+DEFAULT_ESTIMATORS = ("mc", "atomic", "binary")
+BASELINES = ("gspo", "gmpo", "sapo", "cispo", "clip_cov")
+LOSS_AGG_MODES = (
+    "token-mean",
+    "seq-mean-token-mean",
+    "seq-mean-token-sum",
+    "seq-mean-token-sum-norm",
+)
+
+
+def _check_baseline(name: str) -> str:
+    if name not in BASELINES:
+        raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}")
+    return name
+
+
+def _check_seed(seed: int) -> int:
+    if seed < 0:
+        raise ValueError(f"seeds must be >= 0 (got {seed})")
+    return seed
+
+
+DivergenceName = Annotated[str, AfterValidator(registries.check_divergence)]
+EstimatorName = Annotated[str, AfterValidator(registries.check_estimator)]
+BaselineName = Annotated[str, AfterValidator(_check_baseline)]
+Seed = Annotated[int, AfterValidator(_check_seed)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _unique(values: list[Any], what: str) -> list[Any]:
+    seen: set[Any] = set()
+    for v in values:
+        if v in seen:
+            raise ValueError(f"duplicate {what} {v!r}")
+        seen.add(v)
+    return values
+
+
+class GridAxes(_Strict):
+    divergences: list[DivergenceName] = Field(
+        default_factory=lambda: list(DEFAULT_DIVERGENCES), min_length=1
+    )
+    estimators: list[EstimatorName] = Field(
+        default_factory=lambda: list(DEFAULT_ESTIMATORS), min_length=1
+    )
+
+    @field_validator("divergences")
+    @classmethod
+    def _divs(cls, v: list[str]) -> list[str]:
+        return _unique(v, "divergence")
+
+    @field_validator("estimators")
+    @classmethod
+    def _ests(cls, v: list[str]) -> list[str]:
+        return _unique(v, "estimator")
+
+
+class Objective(_Strict):
+    ratio_bounds: tuple[float, float] | None = (0.5, 10.0)
+    dual_clip: float | None = Field(10.0, gt=1.0)
+    loss_agg_mode: Literal[LOSS_AGG_MODES] = "token-mean"  # type: ignore[valid-type]
+
+    @field_validator("ratio_bounds")
+    @classmethod
+    def _bounds(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
+        if v is not None and not 0.0 <= v[0] < 1.0 < v[1]:
+            raise ValueError(f"ratio_bounds must satisfy 0 <= lo < 1 < hi (got {list(v)})")
+        return v
+
+
+class Calibration(_Strict):
+    r_min: float = Field(0.8, gt=0.0, lt=1.0)
+    #: explicit δ keyed by divergence (``kl``) or cell id (``kl-atomic`` / ``kl-atomic-s0``).
+    delta: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("delta")
+    @classmethod
+    def _pos(cls, v: dict[str, float]) -> dict[str, float]:
+        for key, d in v.items():
+            if not d > 0:
+                raise ValueError(f"delta for {key!r} must be > 0 (got {d})")
+        return v
+
+
+class Eval(_Strict):
+    k: int = Field(8, ge=1, le=1024)
+
+
+class Tracking(_Strict):
+    uri: str | None = None
+    experiment: str | None = None
+
+
+class ResourceSpec(_Strict):
+    num_cpus: float = Field(1.0, ge=0)
+    num_gpus: float = Field(0.0, ge=0)
+    memory_gb: float | None = Field(None, gt=0)
+
+
+class RaySpec(_Strict):
+    address: str | None = None
+    max_concurrent: int = Field(2, ge=1, le=10_000)
+    resources: ResourceSpec = Field(default_factory=ResourceSpec)
+
+
+class Retries(_Strict):
+    max: int = Field(2, ge=0, le=100)
+    backoff_s: float = Field(1.0, ge=0)
+    backoff_max_s: float = Field(60.0, ge=0)
+
+
+class Override(_Strict):
+    """Per-cell override; the backend section (``local:``) is moved into ``settings``."""
+
+    settings: dict[str, Any] = Field(default_factory=dict)
+    delta: float | None = Field(None, gt=0)
+    params: dict[str, Any] = Field(default_factory=dict)  # method hyper-parameters (baselines)
+    resources: ResourceSpec | None = None
+
+
+class GridSpec(_Strict):
+    name: str
+    backend: str = "local"
+    settings: dict[str, Any] = Field(default_factory=dict)  # the backend's own section
+    grid: GridAxes = Field(default_factory=GridAxes)
+    baselines: list[BaselineName] = Field(default_factory=list)
+    baseline_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    objective: Objective = Field(default_factory=Objective)
+    calibration: Calibration = Field(default_factory=Calibration)
+    seeds: int | list[Seed] = 1
+    reference: str = "tv/mc"
+    benchmarks: list[str] = Field(default_factory=list)
+    eval: Eval = Field(default_factory=Eval)
+    tracking: Tracking = Field(default_factory=Tracking)
+    ray: RaySpec = Field(default_factory=RaySpec)
+    retries: Retries = Field(default_factory=Retries)
+    overrides: dict[str, Override] = Field(default_factory=dict)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        if not NAME_RE.match(v):
+            raise ValueError(f"invalid name {v!r}; allowed: 1-64 characters of A-Z a-z 0-9 . _ -")
+        return v
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        return registries.check_backend(v)
+
+    @field_validator("baselines")
+    @classmethod
+    def _baselines(cls, v: list[str]) -> list[str]:
+        return _unique(v, "baseline")
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: int | list[int]) -> int | list[int]:
+        if isinstance(v, int):
+            if not 1 <= v <= 10_000:
+                raise ValueError(f"seeds must be a count in 1..10000 or a list of seeds (got {v})")
+            return v
+        if not v:
+            raise ValueError("seeds list is empty")
+        return _unique(v, "seed")
+
+    @field_validator("benchmarks")
+    @classmethod
+    def _benchmarks(cls, v: list[str]) -> list[str]:
+        for b in v:
+            if not re.match(r"^[A-Za-z0-9._-]{1,100}$", b):
+                raise ValueError(f"invalid benchmark name {b!r}; allowed: A-Z a-z 0-9 . _ -")
+        return _unique(v, "benchmark")
+
+    @field_validator("tracking")
+    @classmethod
+    def _tracking(cls, v: Tracking) -> Tracking:
+        if v.experiment is not None and not v.experiment.strip():
+            raise ValueError("tracking.experiment must not be empty")
+        return v
+
+    @model_validator(mode="after")
+    def _cross(self) -> GridSpec:
+        grid_refs = [f"{d}/{e}" for d in self.grid.divergences for e in self.grid.estimators]
+        if "reference" not in self.model_fields_set and self.reference not in grid_refs:
+            # the default tv/mc is not in this grid: compare against its first cell instead
+            object.__setattr__(self, "reference", grid_refs[0])
+        for name in self.baseline_params:
+            if name not in self.baselines:
+                raise ValueError(
+                    f"baseline_params.{name}: {name!r} is not in baselines "
+                    f"({', '.join(self.baselines) or 'none'})"
+                )
+        return self
+
+    @property
+    def seed_list(self) -> list[int]:
+        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+
+    @property
+    def experiment(self) -> str:
+        return self.tracking.experiment or self.name

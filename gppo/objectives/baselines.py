@@ -1,0 +1,240 @@
+"""Baselines beyond the grid: GSPO, GMPO, SAPO, CISPO, Clip-Cov (MATH.md "Baselines").
+
+Each follows verl 0.9.1's registered policy loss of the same rule (``gspo``, ``geo_mean``,
+``sapo``, ``cispo``, ``clip_cov``) formula for formula, so that our values and gradients agree
+with verl's on the same tensors (tests/objectives/test_verl_equivalence.py). Defaults are the
+papers' (``DEFAULTS``). All take verl's (old_log_prob, log_prob, advantages, response_mask) (B, T)
+and return (loss, metrics) with the subset of the GPPO diagnostic keys that applies
+(``ratio_mean``/``ratio_max`` are of the token ratio exp(log_prob - old_log_prob)).
+
+Where verl fixes the aggregation, so do we: GMPO is a mean over sequences of the
+sequence-level objective and SAPO always aggregates ``seq-mean-token-mean`` (as verl and the
+papers do), whatever ``loss_agg_mode`` says.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from .aggregation import agg_loss, check_agg_mode, masked_sum
+from .losses import LOG_RATIO_CLAMP, check_same_shape
+
+Tensor = torch.Tensor
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    # GSPO (Zheng et al. 2025): sequence ratio, tiny clip range.
+    "gspo": {"clip_ratio_low": 3e-4, "clip_ratio_high": 4e-4},
+    # GMPO (Zhao et al. 2025): token log-ratios clipped to +-0.4 before the geometric mean.
+    "gmpo": {"clip_ratio_low": 0.4, "clip_ratio_high": 0.4},
+    # SAPO (Gao et al. 2025): sigmoid gate temperatures.
+    "sapo": {"tau_pos": 1.0, "tau_neg": 1.05},
+    # CISPO (MiniMax-M1): no lower bound on the IS weight (low = 10 -> 1 - 10 < 0), upper 1.2 as
+    # in verl's example (the paper tunes eps_high; override with clip_ratio_high).
+    "cispo": {"clip_ratio_low": 10.0, "clip_ratio_high": 0.2},
+    # Clip-Cov (Cui et al. 2025): PPO clip at ratio 1 (r in [0, 2]), cut the gradient of a
+    # random 2e-4 share of tokens whose centred covariance lies in [1, 5].
+    "clip_cov": {
+        "clip_ratio_low": 1.0,
+        "clip_ratio_high": 1.0,
+        "clip_cov_ratio": 2e-4,
+        "clip_cov_lb": 1.0,
+        "clip_cov_ub": 5.0,
+    },
+}
+
+
+def _mmean(x: Tensor, mask: Tensor) -> Tensor:
+    """verl's masked_mean: sum(x mask) / (sum(mask) + 1e-8)."""
+    return masked_sum(x, mask) / (mask.sum() + 1e-8)
+
+
+def _metrics(
+    t: Tensor, mask: Tensor, low: Tensor | None, high: Tensor | None, **extra: Tensor
+) -> dict[str, float]:
+    with torch.no_grad():
+        t = t.detach().clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+        r = torch.exp(t)
+        vals = {
+            "approx_kl": _mmean(-t, mask),
+            "ratio_mean": _mmean(r, mask),
+            "ratio_max": torch.where(mask.bool(), r, 0.0).max() if r.numel() else r.sum(),
+        }
+        if low is not None:
+            vals["clip_frac_low"] = _mmean(low.to(t.dtype), mask)
+        if high is not None:
+            vals["clip_frac_high"] = _mmean(high.to(t.dtype), mask)
+        vals.update(extra)
+        keys = list(vals)
+        numbers = torch.stack([v.to(torch.float64).reshape(()) for v in vals.values()]).tolist()
+    return dict(zip(keys, numbers, strict=True))
+
+
+def _prep(
+    old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor
+) -> None:
+    check_same_shape(
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        advantages=advantages,
+        response_mask=response_mask,
+    )
+
+
+def gspo_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    loss_agg_mode: str = "token-mean",
+    clip_ratio_low: float = 3e-4,
+    clip_ratio_high: float = 4e-4,
+    global_batch_info: dict[str, Any] | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """GSPO: s_i = exp(mean_t log r), token-level s_i,t = sg(s_i) pi / sg(pi), PPO clip on it."""
+    _prep(old_log_prob, log_prob, advantages, response_mask)
+    check_agg_mode(loss_agg_mode)
+    t = log_prob - old_log_prob
+    seq_len = torch.sum(response_mask, dim=-1).clamp(min=1)
+    t_seq = torch.sum(t * response_mask, dim=-1) / seq_len
+    log_s = log_prob - log_prob.detach() + t_seq.detach().unsqueeze(-1)
+    s = torch.exp(torch.clamp(log_s, max=10.0))
+    pg1 = -advantages * s
+    pg2 = -advantages * torch.clamp(s, 1 - clip_ratio_low, 1 + clip_ratio_high)
+    loss_mat = torch.maximum(pg1, pg2)
+    loss = agg_loss(loss_mat, response_mask, loss_agg_mode, **(global_batch_info or {}))
+    clipped = pg2 > pg1
+    return loss, _metrics(t, response_mask, clipped & (advantages < 0), clipped & (advantages > 0))
+
+
+def gmpo_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    loss_agg_mode: str = "token-mean",
+    clip_ratio_low: float = 0.4,
+    clip_ratio_high: float = 0.4,
+    global_batch_info: dict[str, Any] | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """GMPO: exp(mean_t sgn(A) min(sgn(A) t, sgn(A) clip(t, -low, high))) x mean_t A, mean over
+    sequences (``loss_agg_mode`` and ``global_batch_info`` are not used, as in verl)."""
+    _prep(old_log_prob, log_prob, advantages, response_mask)
+    check_agg_mode(loss_agg_mode)
+    t = log_prob - old_log_prob
+    sgn = torch.sign(advantages)
+    t_clamp = torch.clamp(t, -clip_ratio_low, clip_ratio_high)
+    t_min = sgn * torch.min(sgn * t, sgn * t_clamp)
+    n = response_mask.sum(dim=-1)
+    ratio = torch.exp((t_min * response_mask).sum(dim=-1) / (n + 1e-8))
+    adv_seq = (advantages * response_mask).sum(dim=-1) / (n + 1e-8)
+    loss = torch.mean(-adv_seq * ratio)
+    clipped = torch.ne(t, t_clamp)
+    return loss, _metrics(t, response_mask, clipped & (advantages < 0), clipped & (advantages > 0))
+
+
+def sapo_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    loss_agg_mode: str = "token-mean",
+    tau_pos: float = 1.0,
+    tau_neg: float = 1.05,
+    global_batch_info: dict[str, Any] | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """SAPO: loss = -sigmoid(tau (r - 1)) 4/tau A, tau = tau_pos if A > 0 else tau_neg;
+    always ``seq-mean-token-mean`` (as verl)."""
+    _prep(old_log_prob, log_prob, advantages, response_mask)
+    check_agg_mode(loss_agg_mode)
+    t = log_prob - old_log_prob
+    r = torch.exp(torch.clamp(t, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP))
+    tp = torch.as_tensor(tau_pos, dtype=advantages.dtype, device=advantages.device)
+    tn = torch.as_tensor(tau_neg, dtype=advantages.dtype, device=advantages.device)
+    taus = torch.where(advantages > 0, tp, tn)
+    gates = torch.sigmoid(taus * (r - 1.0)) * (4.0 / taus)
+    loss_mat = -gates * advantages
+    loss = agg_loss(loss_mat, response_mask, "seq-mean-token-mean", **(global_batch_info or {}))
+    return loss, _metrics(t, response_mask, None, None)
+
+
+def cispo_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    loss_agg_mode: str = "token-mean",
+    clip_ratio_low: float = 10.0,
+    clip_ratio_high: float = 0.2,
+    global_batch_info: dict[str, Any] | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """CISPO: loss = -sg(clip(r, 1 - low, 1 + high)) A log pi (every token keeps a gradient)."""
+    _prep(old_log_prob, log_prob, advantages, response_mask)
+    check_agg_mode(loss_agg_mode)
+    t = log_prob - old_log_prob
+    r = torch.exp(torch.clamp(t, min=-LOG_RATIO_CLAMP, max=LOG_RATIO_CLAMP))
+    w = torch.clamp(r, 1 - clip_ratio_low, 1 + clip_ratio_high).detach()
+    loss_mat = -w * advantages * log_prob
+    loss = agg_loss(loss_mat, response_mask, loss_agg_mode, **(global_batch_info or {}))
+    return loss, _metrics(t, response_mask, r < 1 - clip_ratio_low, r > 1 + clip_ratio_high)
+
+
+def clip_cov_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    loss_agg_mode: str = "token-mean",
+    clip_ratio_low: float = 1.0,
+    clip_ratio_high: float = 1.0,
+    clip_cov_ratio: float = 2e-4,
+    clip_cov_lb: float = 1.0,
+    clip_cov_ub: float = 5.0,
+    generator: torch.Generator | None = None,
+    global_batch_info: dict[str, Any] | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Clip-Cov: PPO clip, and no gradient for a random ``clip_cov_ratio`` share of the
+    unclipped tokens whose (A - mean A)(log pi - mean log pi) lies in (lb, ub).
+
+    The random choice uses ``torch.randperm`` with ``generator`` (the global RNG when None, as
+    verl does, so seeding the global RNG reproduces verl's choice).
+    """
+    _prep(old_log_prob, log_prob, advantages, response_mask)
+    check_agg_mode(loss_agg_mode)
+    if not clip_cov_ratio > 0:
+        raise ValueError(f"clip_cov_ratio must be > 0, got {clip_cov_ratio!r}")
+    t = log_prob - old_log_prob
+    ratio = torch.exp(t)
+    pg1 = -advantages * ratio
+    pg2 = -advantages * torch.clamp(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)
+    with torch.no_grad():
+        valid = response_mask > 0
+        clip_by_origin = (pg2 > pg1) & valid
+        cov = (advantages - _mmean(advantages, response_mask)) * (
+            log_prob - _mmean(log_prob, response_mask)
+        )
+        cov[~valid] = -torch.inf
+        cov[clip_by_origin] = -torch.inf
+        clip_num = max(int(clip_cov_ratio * response_mask.sum().item()), 1)
+        idx = torch.nonzero((cov < clip_cov_ub) & (cov > clip_cov_lb) & valid)
+        if len(idx) > 0:
+            perm = torch.randperm(len(idx), generator=generator)
+            idx = idx[perm[: min(clip_num, len(idx))]]
+        corr = torch.ones_like(advantages)
+        corr[idx[:, 0], idx[:, 1]] = 0
+    loss_mat = torch.maximum(pg1, pg2) * corr
+    loss = agg_loss(loss_mat, response_mask, loss_agg_mode, **(global_batch_info or {}))
+    clipped = pg2 > pg1
+    return loss, _metrics(
+        t,
+        response_mask,
+        clipped & (advantages < 0),
+        clipped & (advantages > 0),
+        cov_clip_frac=_mmean((corr == 0).to(t.dtype), response_mask),
+    )

@@ -1,0 +1,383 @@
+"""The GPPO clipped surrogate (MATH.md "The objective"), in verl's calling convention.
+
+Per token (r = exp(clamp(log_prob - old_log_prob, -20, 20)), as verl clamps the log-ratio):
+
+    J = min(r A, clip(r, r_lo, r_hi) A)           (the paper's clipped objective)
+    loss = -J, and for A < 0 with ``dual_clip = c``: loss = min(-J, -c A)
+
+where [r_lo, r_hi] is the cell's proximal region (:func:`~.regions.proximal_region`) intersected
+with ``ratio_bounds`` (r_lo <- max(r_lo, b_lo), r_hi <- min(r_hi, b_hi)). The gradient w.r.t.
+log pi is -A r where the unclipped branch is active, else 0. This is one reading of the paper's
+ambiguous "dual clipping ... with lower and upper bounds of 0.5 and 10": two separate, optional
+knobs (``ratio_bounds``, ``dual_clip``; either may be None).
+
+Speed: the surrogate is computed without autograd and a custom autograd function multiplies
+the incoming gradient by the saved per-token coefficient dloss/dlog_prob, so one (B, T) tensor
+is kept for backward. mc bounds are scalars. Atomic/binary closed forms are evaluated in the
+input dtype. Cells without a closed form (kl-binary, extensions) test each token against a
+tabulated inner region (a function of mu only, :mod:`.tables`) and solve the exact float64 bound
+only for the tokens outside it on the side their advantage uses (a few per cent at most).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .aggregation import agg_loss, check_agg_mode
+from .divergences import get_divergence
+from .estimators import get_estimator
+from .regions import (
+    calibrate_delta,
+    check_delta,
+    check_r_min,
+    has_closed_form,
+    log_mu_thresholds,
+    mc_scalar_bounds,
+    region_from_log_mu,
+)
+from .solver import solve_abs, solve_binary
+from .tables import region_table
+
+Tensor = torch.Tensor
+
+LOG_RATIO_CLAMP = 20.0
+#: (name, lower, upper) buckets of mu, the same as gppo.metrics.MU_BUCKETS (objectives imports
+#: nothing of ours, so the values are repeated here and pinned by a test).
+MU_BUCKETS: tuple[tuple[str, float, float], ...] = (
+    ("mu_lt_0.01", 0.0, 0.01),
+    ("mu_0.01_0.1", 0.01, 0.1),
+    ("mu_0.1_0.5", 0.1, 0.5),
+    ("mu_ge_0.5", 0.5, 1.0),
+)
+_NONE, _LOW, _HIGH, _DUAL = 0, 1, 2, 3
+
+
+def check_same_shape(**tensors: Tensor) -> None:
+    items = list(tensors.items())
+    for name, x in items:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(
+                f"{name} must be a torch.Tensor of shape (B, T), got {type(x).__name__}"
+            )
+    ref_name, ref = items[0]
+    for name, x in items[1:]:
+        if x.shape != ref.shape:
+            raise ValueError(
+                f"{name} has shape {tuple(x.shape)} but {ref_name} has shape {tuple(ref.shape)}: "
+                "old_log_prob, log_prob, advantages and response_mask must all have the same "
+                "shape (B, T)"
+            )
+
+
+def check_ratio_bounds(ratio_bounds: object) -> tuple[float, float] | None:
+    if ratio_bounds is None:
+        return None
+    try:
+        lo, hi = (float(x) for x in ratio_bounds)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"ratio_bounds must be None or a pair (low, high) with 0 <= low <= 1 <= high, "
+            f"got {ratio_bounds!r}"
+        ) from None
+    if not (0.0 <= lo <= 1.0 <= hi) or math.isnan(hi):
+        raise ValueError(
+            f"ratio_bounds must be None or a pair (low, high) with 0 <= low <= 1 <= high, "
+            f"got {ratio_bounds!r}"
+        )
+    return lo, hi
+
+
+def check_dual_clip(dual_clip: object) -> float | None:
+    if dual_clip is None:
+        return None
+    try:
+        c = float(dual_clip)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"dual_clip must be None or a number > 1, got {dual_clip!r}") from None
+    if not c > 1.0:
+        raise ValueError(f"dual_clip must be None or a number > 1, got {dual_clip!r}")
+    return c
+
+
+@dataclass(frozen=True)
+class _Plan:
+    divergence: str
+    estimator: str
+    delta: float
+    b_lo: float  # ratio_bounds (0, inf when None)
+    b_hi: float
+    dual: float | None
+
+
+def _rho(r: Tensor, adv: Tensor, lo: Tensor | float, hi: Tensor | float, c: float | None) -> Tensor:
+    """The ratio the objective uses: min(r, hi) for A >= 0, min(max(r, lo), c) for A < 0."""
+    up = torch.clamp(r, max=hi) if isinstance(hi, float) else torch.minimum(r, hi)
+    down = torch.clamp(r, min=lo) if isinstance(lo, float) else torch.maximum(r, lo)
+    if c is not None:
+        down = down.clamp_(max=c)
+    return torch.where(adv >= 0, up, down)
+
+
+def _bounds(plan: _Plan, log_mu: Tensor) -> tuple[Tensor | float, Tensor | float]:
+    """Intersected (r_lo, r_hi): floats for mc, tensors in the input dtype for closed forms."""
+    if plan.estimator == "mc":
+        lo, hi = mc_scalar_bounds(plan.divergence, plan.delta)
+        return max(lo, plan.b_lo), min(hi, plan.b_hi)
+    lo, hi = region_from_log_mu(plan.divergence, plan.estimator, plan.delta, log_mu)
+    lo = torch.as_tensor(lo, dtype=log_mu.dtype).clamp(min=plan.b_lo)
+    hi = torch.as_tensor(hi, dtype=log_mu.dtype).clamp(max=plan.b_hi)
+    return lo, hi
+
+
+def _fix_solved(plan: _Plan, rho: Tensor, r: Tensor, adv: Tensor, log_mu: Tensor) -> None:
+    """Cells without closed form: exact bounds for the tokens that can be clipped (in place).
+
+    Only the bound on the side the objective uses can matter (r_hi for A > 0, r_lo for A < 0).
+    A token inside the tabulated inner region (:mod:`.tables`) is inside its own region; the
+    others get the exact bound from the float64 solver, started from the table's interpolation.
+    """
+    table = region_table(plan.divergence, plan.estimator, plan.delta)
+    work = torch.float64 if r.dtype == torch.float64 else torch.float32
+    lm_w = log_mu.to(work)
+    in_lo, in_hi = table.inner(lm_w)
+    r_w = r.to(work)
+    out_hi = (r_w > in_hi) & (adv > 0)
+    out_lo = (r_w < in_lo) & (adv < 0)
+    flat = rho.view(-1)
+    r_flat, adv_flat, lm_flat = r.reshape(-1), adv.reshape(-1), log_mu.reshape(-1)
+    for side, out in (("hi", out_hi), ("lo", out_lo)):
+        cand = torch.nonzero(out.reshape(-1)).squeeze(1)
+        if cand.numel() == 0:
+            continue
+        lc = lm_flat[cand].to(torch.float64)
+        bound = solve_region_side(plan, lc, side, x0=table.guess(lc, side)).to(r.dtype)
+        rc, ac = r_flat[cand], adv_flat[cand]
+        if side == "hi":
+            flat[cand] = _rho(rc, ac, plan.b_lo, bound.clamp_(max=plan.b_hi), plan.dual)
+        else:
+            flat[cand] = _rho(rc, ac, bound.clamp_(min=plan.b_lo), plan.b_hi, plan.dual)
+
+
+def solve_region_side(plan: _Plan, log_mu: Tensor, side: str, x0: Tensor | None = None) -> Tensor:
+    """Exact r_lo or r_hi (float64) of a solved cell at the given log mu (1-d)."""
+    div = get_divergence(plan.divergence)
+    est = get_estimator(plan.estimator)
+    if est.kind == "bernoulli":
+        return solve_binary(div, plan.delta, log_mu, side, x0=x0)
+    assert est.weight is not None
+    return solve_abs(div, plan.delta / est.weight(log_mu), side, x0=x0)
+
+
+def _surrogate(
+    plan: _Plan, old_log_prob: Tensor, log_prob: Tensor, adv: Tensor, mask: Tensor
+) -> tuple[Tensor, Tensor, dict[str, float]]:
+    """(per-token loss, dloss/dlog_prob, metrics), all without autograd."""
+    dtype = log_prob.dtype
+    old = old_log_prob.to(dtype)
+    adv = adv.to(dtype)
+    diff = log_prob - old
+    t = diff.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    r = torch.exp(t)
+    log_mu = old.clamp(max=0.0)  # log-probs a rounding error above 0 mean mu = 1
+    if plan.estimator == "mc" or has_closed_form(plan.divergence, plan.estimator):
+        lo, hi = _bounds(plan, log_mu)
+        rho = _rho(r, adv, lo, hi, plan.dual)
+    else:
+        rho = _rho(r, adv, plan.b_lo, plan.b_hi, plan.dual)
+        _fix_solved(plan, rho, r, adv, log_mu)
+    loss = torch.mul(adv, rho).neg_()
+    unclipped = rho == r
+    grad = torch.where(unclipped & (diff == t), loss, 0.0)
+    metrics = _metrics(plan, t, r, adv, mask, log_mu, unclipped)
+    return loss, grad, metrics
+
+
+def _metrics(
+    plan: _Plan, t: Tensor, r: Tensor, adv: Tensor, mask: Tensor, log_mu: Tensor, unclipped: Tensor
+) -> dict[str, float]:
+    """Mask-weighted diagnostics (keys of CONVENTIONS.md), one host sync."""
+    m = mask.to(t.dtype).reshape(-1)
+    # state: 1 clipped low (A < 0, r < r_lo), 2 clipped high (A > 0, r > r_hi), 3 dual clip.
+    clipped = (~unclipped) & (adv != 0)
+    state = clipped.to(torch.uint8) * (
+        1 + (t > 0).to(torch.uint8) * (1 + (adv < 0).to(torch.uint8))
+    )
+    bucket = torch.zeros_like(state)
+    for _, edge, _ in MU_BUCKETS[1:]:  # three compares: cheaper than bucketize on CPU
+        bucket += log_mu >= math.log(edge)
+    code = (bucket * 4 + state).reshape(-1).to(torch.int64)
+    n_b = len(MU_BUCKETS)
+    if plan.b_lo > 0 or plan.b_hi < math.inf:
+        if plan.estimator == "mc":
+            lo, hi = mc_scalar_bounds(plan.divergence, plan.delta)
+            l_act = math.inf if (lo < plan.b_lo or hi > plan.b_hi) else -math.inf
+        else:
+            l_lo, l_hi = log_mu_thresholds(
+                plan.divergence, plan.estimator, plan.delta, plan.b_lo, plan.b_hi
+            )
+            l_act = max(l_lo, l_hi)
+        if l_act == math.inf:
+            code = code + 4 * n_b
+        elif l_act > -math.inf:
+            code = code + (log_mu < l_act).reshape(-1) * (4 * n_b)
+    counts = torch.bincount(code, weights=m, minlength=8 * n_b)
+    kl_sum = -torch.dot(t.reshape(-1), m)
+    r_sum = torch.dot(r.reshape(-1), m)
+    r_max = (r.reshape(-1) * m).max() if m.numel() else torch.zeros((), dtype=t.dtype)
+    vals = torch.cat(
+        [counts.to(torch.float64), torch.stack([kl_sum, r_sum, r_max]).to(torch.float64)]
+    )
+    v = vals.tolist()
+    c = [v[i] + v[i + 4 * n_b] for i in range(4 * n_b)]  # per (bucket, state), any bound flag
+    active = sum(v[4 * n_b : 8 * n_b])
+    total = sum(c)
+
+    def frac(x: float, n: float) -> float:
+        return x / n if n > 0 else 0.0
+
+    out = {
+        "clip_frac_low": frac(sum(c[4 * b + _LOW] for b in range(n_b)), total),
+        "clip_frac_high": frac(sum(c[4 * b + _HIGH] for b in range(n_b)), total),
+        "dual_clip_frac": frac(sum(c[4 * b + _DUAL] for b in range(n_b)), total),
+        "bound_active_frac": frac(active, total),
+        "approx_kl": frac(v[8 * n_b], total),
+        "ratio_mean": frac(v[8 * n_b + 1], total),
+        "ratio_max": v[8 * n_b + 2] if total > 0 else 0.0,
+    }
+    for b, (name, _, _) in enumerate(MU_BUCKETS):
+        n = sum(c[4 * b : 4 * b + 4])
+        low, high = c[4 * b + _LOW], c[4 * b + _HIGH]
+        out[f"clip_frac/{name}"] = frac(low + high, n)
+        out[f"clip_frac_low/{name}"] = frac(low, n)
+        out[f"clip_frac_high/{name}"] = frac(high, n)
+    return out
+
+
+class _Surrogate(torch.autograd.Function):
+    """Forward: the per-token loss; backward: grad_out * saved dloss/dlog_prob."""
+
+    @staticmethod
+    def forward(ctx, log_prob, old_log_prob, advantages, mask, plan, box):  # type: ignore[override]
+        loss, grad, metrics = _surrogate(plan, old_log_prob, log_prob, advantages, mask)
+        box["metrics"] = metrics
+        ctx.save_for_backward(grad)
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[override]
+        (grad,) = ctx.saved_tensors
+        return grad_out * grad, None, None, None, None, None
+
+
+def make_plan(
+    divergence: str,
+    estimator: str,
+    delta: float | None,
+    r_min: float,
+    ratio_bounds: Any,
+    dual_clip: Any,
+) -> _Plan:
+    """Validate the hyper-parameters of a GPPO loss (clear ValueError / KeyError naming them)."""
+    get_divergence(divergence)
+    get_estimator(estimator)
+    r_min = check_r_min(r_min)
+    d = calibrate_delta(divergence, r_min) if delta is None else check_delta(delta)
+    rb = check_ratio_bounds(ratio_bounds)
+    b_lo, b_hi = (0.0, math.inf) if rb is None else rb
+    return _Plan(divergence, estimator, d, b_lo, b_hi, check_dual_clip(dual_clip))
+
+
+def gppo_token_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    divergence: str,
+    estimator: str,
+    delta: float | None = None,
+    r_min: float = 0.8,
+    ratio_bounds: tuple[float, float] | None = (0.5, 10.0),
+    dual_clip: float | None = 10.0,
+) -> tuple[Tensor, dict[str, float]]:
+    """The per-token GPPO loss matrix (B, T) before aggregation, and the diagnostics.
+
+    For callers that aggregate themselves (e.g. verl's ``agg_loss(loss_mat, response_mask,
+    loss_agg_mode, **config.global_batch_info)``, after multiplying by rollout IS weights).
+    Gradients flow to ``log_prob`` only. Values at masked positions are finite for finite inputs
+    and must be masked by the caller. Arguments as in :func:`gppo_policy_loss`.
+    """
+    check_same_shape(
+        old_log_prob=old_log_prob,
+        log_prob=log_prob,
+        advantages=advantages,
+        response_mask=response_mask,
+    )
+    if not log_prob.is_floating_point():
+        raise TypeError(f"log_prob must be a floating-point tensor, got {log_prob.dtype}")
+    plan = make_plan(divergence, estimator, delta, r_min, ratio_bounds, dual_clip)
+    old, adv, mask = old_log_prob.detach(), advantages.detach(), response_mask.detach()
+    if log_prob.requires_grad and torch.is_grad_enabled():
+        box: dict[str, Any] = {}
+        loss = _Surrogate.apply(log_prob, old, adv, mask, plan, box)
+        return loss, box["metrics"]
+    with torch.no_grad():
+        loss, _, metrics = _surrogate(plan, old, log_prob, adv, mask)
+    return loss, metrics
+
+
+def gppo_policy_loss(
+    old_log_prob: Tensor,
+    log_prob: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    *,
+    divergence: str,
+    estimator: str,
+    delta: float | None = None,
+    r_min: float = 0.8,
+    ratio_bounds: tuple[float, float] | None = (0.5, 10.0),
+    dual_clip: float | None = 10.0,
+    loss_agg_mode: str = "token-mean",
+    global_batch_info: dict[str, Any] | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """The GPPO policy loss of one Divergence x Estimator cell (MATH.md), verl's convention.
+
+    Args:
+        old_log_prob, log_prob, advantages, response_mask: (B, T) tensors (log mu, log pi, A,
+            and the 0/1 response mask). Gradients flow to ``log_prob`` only.
+        divergence: ``tv``, ``chi2``, ``kl``, ``hellinger``, ``rkl``, ``js`` or ``alpha:<a>``.
+        estimator: ``mc``, ``atomic`` or ``binary``.
+        delta: the region threshold; None calibrates it as |f(r_min)|.
+        r_min: the calibration ratio in (0, 1) (used when ``delta`` is None).
+        ratio_bounds: (b_lo, b_hi) intersected with every per-token region, or None.
+        dual_clip: c > 1: for A < 0 the term is floored at c A (verl's ``clip_ratio_c``), or None.
+        loss_agg_mode: ``token-mean``, ``seq-mean-token-mean``, ``seq-mean-token-sum``,
+            ``seq-mean-token-sum-norm`` (or verl's ``token-sum``), as verl's ``agg_loss``.
+        global_batch_info: verl's ``config.global_batch_info`` (dp_size, batch_num_tokens,
+            global_batch_size, loss_scale_factor) passed to the aggregation; None = local batch.
+
+    Returns:
+        (loss, metrics): a 0-d tensor and floats ``clip_frac_low``, ``clip_frac_high``,
+        ``clip_frac[_low|_high]/<mu bucket>``, ``approx_kl``, ``ratio_mean``, ``ratio_max``,
+        ``bound_active_frac``, ``dual_clip_frac``.
+    """
+    check_agg_mode(loss_agg_mode)
+    loss_mat, metrics = gppo_token_loss(
+        old_log_prob,
+        log_prob,
+        advantages,
+        response_mask,
+        divergence=divergence,
+        estimator=estimator,
+        delta=delta,
+        r_min=r_min,
+        ratio_bounds=ratio_bounds,
+        dual_clip=dual_clip,
+    )
+    loss = agg_loss(loss_mat, response_mask, loss_agg_mode, **(global_batch_info or {}))
+    return loss, metrics

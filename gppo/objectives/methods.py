@@ -1,0 +1,189 @@
+"""Method registry: name -> loss and paper-default hyper-parameters (CONVENTIONS.md).
+
+* ``gppo``: any cell; needs ``divergence`` and ``estimator``.
+* aliases (GPPO cells): ``grpo`` = tv/mc (PPO clip at eps = delta = 0.2), ``dapo`` = kl/mc
+  ([e^-delta, e^delta] = [0.8, 1.25]), ``dppo`` = tv/binary at delta = 2 tau (|pi - mu| <= tau),
+  ``ripo`` = chi2/atomic (1 +- sqrt(delta / mu)).
+* baselines: ``gspo``, ``gmpo``, ``sapo``, ``cispo``, ``clip_cov`` (:mod:`.baselines`).
+
+``get_method(name).loss(old_log_prob, log_prob, advantages, response_mask, *,
+loss_agg_mode="token-mean", global_batch_info=None, **params)``; ``params`` are merged over
+``.defaults`` by ``.resolve`` (unknown keys: ValueError naming the accepted ones; see
+``.param_names``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import torch
+
+from . import baselines
+from .divergences import UnknownNameError, get_divergence
+from .estimators import get_estimator
+from .losses import gppo_policy_loss
+
+Tensor = torch.Tensor
+LossFn = Callable[..., tuple[Tensor, dict[str, float]]]
+
+_GPPO_DEFAULTS: dict[str, Any] = {
+    "delta": None,  # None: calibrated, delta = |f(r_min)|
+    "r_min": 0.8,
+    "ratio_bounds": (0.5, 10.0),
+    "dual_clip": 10.0,
+}
+
+
+@dataclass(frozen=True)
+class Method:
+    """A named loss with its default hyper-parameters."""
+
+    name: str
+    fn: LossFn
+    defaults: Mapping[str, Any]
+    divergence: str | None = None
+    estimator: str | None = None
+    required: tuple[str, ...] = ()
+    extra: frozenset[str] = field(default_factory=frozenset)  # accepted, no default (generator)
+    translate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    description: str = ""
+
+    @property
+    def param_names(self) -> frozenset[str]:
+        """Every key ``resolve``/``loss`` accept."""
+        return frozenset(self.defaults) | frozenset(self.required) | self.extra
+
+    def resolve(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Defaults merged with ``params``; ValueError for unknown or missing keys."""
+        params = dict(params or {})
+        unknown = sorted(set(params) - self.param_names)
+        if unknown:
+            raise ValueError(
+                f"method {self.name!r} does not take parameter(s) {unknown}; "
+                f"its parameters are {sorted(self.param_names)}"
+            )
+        out = {**self.defaults, **params}
+        missing = [k for k in self.required if out.get(k) is None]
+        if missing:
+            raise ValueError(f"method {self.name!r} needs parameter(s) {missing}")
+        if "divergence" in self.required:
+            get_divergence(out["divergence"])
+        if "estimator" in self.required:
+            get_estimator(out["estimator"])
+        return out
+
+    def loss(
+        self,
+        old_log_prob: Tensor,
+        log_prob: Tensor,
+        advantages: Tensor,
+        response_mask: Tensor,
+        *,
+        loss_agg_mode: str = "token-mean",
+        global_batch_info: dict[str, Any] | None = None,
+        **params: Any,
+    ) -> tuple[Tensor, dict[str, float]]:
+        p = self.resolve(params)
+        if self.translate is not None:
+            p = self.translate(p)
+        return self.fn(
+            old_log_prob,
+            log_prob,
+            advantages,
+            response_mask,
+            loss_agg_mode=loss_agg_mode,
+            global_batch_info=global_batch_info,
+            **p,
+        )
+
+
+_METHODS: dict[str, Method] = {}
+
+
+def register_method(method: Method) -> Method:
+    if method.name in _METHODS:
+        raise ValueError(f"method {method.name!r} is already registered")
+    _METHODS[method.name] = method
+    return method
+
+
+def known_methods() -> list[str]:
+    return list(_METHODS)
+
+
+def get_method(name: str) -> Method:
+    try:
+        return _METHODS[name]
+    except (KeyError, TypeError):
+        raise UnknownNameError(
+            f"unknown method {name!r}: known methods are {known_methods()}"
+        ) from None
+
+
+def _cell(divergence: str, estimator: str) -> LossFn:
+    def fn(*args: Any, **kwargs: Any) -> tuple[Tensor, dict[str, float]]:
+        return gppo_policy_loss(*args, divergence=divergence, estimator=estimator, **kwargs)
+
+    return fn
+
+
+def _dppo_translate(p: dict[str, Any]) -> dict[str, Any]:
+    p = dict(p)
+    p["delta"] = 2.0 * float(p.pop("tau"))
+    return p
+
+
+register_method(
+    Method(
+        "gppo",
+        gppo_policy_loss,
+        MappingProxyType(dict(_GPPO_DEFAULTS)),
+        required=("divergence", "estimator"),
+        description="GPPO: clip to the per-token proximal region of a Divergence x Estimator cell",
+    )
+)
+for _name, _div, _est, _desc in (
+    ("grpo", "tv", "mc", "GRPO/PPO clip [1 - delta, 1 + delta] (tv/mc)"),
+    ("dapo", "kl", "mc", "the paper's DAPO cell [e^-delta, e^delta] (kl/mc)"),
+    ("ripo", "chi2", "atomic", "RIPO 1 +- sqrt(delta / mu) (chi2/atomic)"),
+):
+    register_method(
+        Method(
+            _name,
+            _cell(_div, _est),
+            MappingProxyType(dict(_GPPO_DEFAULTS)),
+            divergence=_div,
+            estimator=_est,
+            description=_desc,
+        )
+    )
+register_method(
+    Method(
+        "dppo",
+        _cell("tv", "binary"),
+        MappingProxyType({"tau": 0.1, "ratio_bounds": (0.5, 10.0), "dual_clip": 10.0}),
+        divergence="tv",
+        estimator="binary",
+        translate=_dppo_translate,
+        description="DPPO-TV |pi - mu| <= tau = tv/binary at delta = 2 tau (tau 0.1: delta 0.2)",
+    )
+)
+for _name, _fn, _desc in (
+    ("gspo", baselines.gspo_loss, "GSPO: sequence-level ratio, PPO clip on it"),
+    ("gmpo", baselines.gmpo_loss, "GMPO: geometric mean of token ratios, log-space clip"),
+    ("sapo", baselines.sapo_loss, "SAPO: soft sigmoid gate (aggregates seq-mean-token-mean)"),
+    ("cispo", baselines.cispo_loss, "CISPO: clipped detached IS weight x A x log pi"),
+    ("clip_cov", baselines.clip_cov_loss, "Clip-Cov: PPO clip + covariance-band gradient cut"),
+):
+    register_method(
+        Method(
+            _name,
+            _fn,
+            MappingProxyType(dict(baselines.DEFAULTS[_name])),
+            extra=frozenset({"generator"}) if _name == "clip_cov" else frozenset(),
+            description=_desc,
+        )
+    )

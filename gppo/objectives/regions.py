@@ -1,0 +1,276 @@
+"""Calibration delta = |f(r_min)| and the per-token proximal region [r_lo, r_hi] (MATH.md).
+
+R(delta) is the interval of ratios r containing 1 on which the estimate D(r) <= delta (the
+component containing 1 where the set is not connected, only for ``rkl``). The bounds depend only
+on (divergence, estimator, delta, mu). Cells with a closed form in MATH.md use it; the others
+(kl-binary and every extension cell) use the vectorised safeguarded Newton solver of
+:mod:`.solver` in float64. r_lo >= 0, r_hi may be +inf, binary r_hi <= 1/mu, 1 always inside.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+
+import torch
+
+from .divergences import get_divergence
+from .estimators import get_estimator
+from .solver import solve_abs, solve_binary
+
+Tensor = torch.Tensor
+Bound = Tensor | float
+ClosedForm = Callable[[float, Tensor], tuple[Bound, Bound]]
+
+_CLOSED: dict[tuple[str, str], ClosedForm] = {}
+
+
+def closed_form(div: str, est: str) -> Callable[[ClosedForm], ClosedForm]:
+    """Register the closed form of cell (div, est): fn(delta, log_mu) -> (r_lo, r_hi).
+
+    ``log_mu`` is a tensor (any float dtype); mc forms may return Python floats.
+    """
+
+    def deco(fn: ClosedForm) -> ClosedForm:
+        _CLOSED[(div, est)] = fn
+        return fn
+
+    return deco
+
+
+def has_closed_form(divergence: str, estimator: str) -> bool:
+    return (divergence, estimator) in _CLOSED
+
+
+# ---- validation ------------------------------------------------------------------------------
+def check_delta(delta: object) -> float:
+    """delta as a float; ValueError unless it is a finite number > 0."""
+    try:
+        d = float(delta)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"delta must be a finite number > 0, got {delta!r}") from None
+    if not (math.isfinite(d) and d > 0):
+        raise ValueError(f"delta must be a finite number > 0, got {delta!r}")
+    return d
+
+
+def check_r_min(r_min: object) -> float:
+    """r_min as a float; ValueError unless 0 < r_min < 1."""
+    try:
+        r = float(r_min)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"r_min must be a number in the open interval (0, 1), got {r_min!r}"
+        ) from None
+    if not (0.0 < r < 1.0):
+        raise ValueError(f"r_min must be a number in the open interval (0, 1), got {r_min!r}")
+    return r
+
+
+def calibrate_delta(divergence: str, r_min: float = 0.8) -> float:
+    """delta = |f(r_min)| (MATH.md "Calibration"); every estimator of a divergence reuses it.
+
+    tv: 0.2, chi2: 0.04, hellinger: (1 - sqrt(0.8))^2 ~ 0.011146, kl: -log 0.8 ~ 0.22314.
+    """
+    div = get_divergence(divergence)
+    r = check_r_min(r_min)
+    delta = abs(div.scalar(r))
+    if not (math.isfinite(delta) and delta > 0):
+        raise ValueError(f"calibration gives delta = {delta} for {divergence!r} at r_min = {r}")
+    return delta
+
+
+# ---- closed forms (e = delta for mc, delta / mu for atomic) ----------------------------------
+def _e(delta: float, est: str, log_mu: Tensor) -> Bound:
+    return delta if est == "mc" else delta * torch.exp(-log_mu)
+
+
+def _sqrt(x: Bound) -> Bound:
+    return math.sqrt(x) if isinstance(x, float) else torch.sqrt(x)
+
+
+def _pos(x: Bound) -> Bound:
+    return max(0.0, x) if isinstance(x, float) else torch.clamp(x, min=0.0)
+
+
+def _exp(x: Bound) -> Bound:
+    if isinstance(x, float):
+        return math.exp(x) if x < 709.0 else math.inf
+    return torch.exp(x)
+
+
+def _abs_forms(est: str) -> None:
+    @closed_form("tv", est)
+    def _tv(delta: float, log_mu: Tensor) -> tuple[Bound, Bound]:
+        e = _e(delta, est, log_mu)
+        return _pos(1.0 - e), 1.0 + e
+
+    @closed_form("chi2", est)
+    def _chi2(delta: float, log_mu: Tensor) -> tuple[Bound, Bound]:
+        s = _sqrt(_e(delta, est, log_mu))
+        return _pos(1.0 - s), 1.0 + s
+
+    @closed_form("kl", est)
+    def _kl(delta: float, log_mu: Tensor) -> tuple[Bound, Bound]:
+        e = _e(delta, est, log_mu)
+        return _exp(-e), _exp(e)
+
+    @closed_form("hellinger", est)
+    def _hellinger(delta: float, log_mu: Tensor) -> tuple[Bound, Bound]:
+        s = _sqrt(_e(delta, est, log_mu))
+        lo = _pos(1.0 - s)
+        return lo * lo, (1.0 + s) * (1.0 + s)
+
+
+_abs_forms("mc")
+_abs_forms("atomic")
+
+
+@closed_form("tv", "binary")
+def _tv_binary(delta: float, log_mu: Tensor) -> tuple[Tensor, Tensor]:
+    # |pi - mu| <= delta / 2 (DPPO with tau = delta / 2).
+    inv_mu = torch.exp(-log_mu)
+    k = (0.5 * delta) * inv_mu
+    return torch.clamp(1.0 - k, min=0.0), torch.minimum(1.0 + k, inv_mu)
+
+
+@closed_form("chi2", "binary")
+def _chi2_binary(delta: float, log_mu: Tensor) -> tuple[Tensor, Tensor]:
+    # (1 - mu) / mu = expm1(-log mu): exact as mu -> 1 (the region closes to 1).
+    k = torch.sqrt(delta * torch.expm1(-log_mu))
+    return torch.clamp(1.0 - k, min=0.0), torch.minimum(1.0 + k, torch.exp(-log_mu))
+
+
+@closed_form("hellinger", "binary")
+def _hellinger_binary(delta: float, log_mu: Tensor) -> tuple[Tensor, Tensor]:
+    inv_mu = torch.exp(-log_mu)
+    if delta >= 2.0:  # binary Hellinger never exceeds 2: every ratio with mu r <= 1 is inside
+        return torch.zeros_like(inv_mu), inv_mu
+    c = 1.0 - 0.5 * delta
+    s = math.sqrt(delta * (1.0 - 0.25 * delta))
+    ks = torch.sqrt(torch.expm1(-log_mu)) * s
+    lo = torch.where(log_mu <= math.log(delta * (1.0 - 0.25 * delta)), 0.0, (c - ks).square())
+    hi = torch.where(log_mu >= 2.0 * math.log(c), inv_mu, torch.minimum((c + ks).square(), inv_mu))
+    return lo, hi
+
+
+# ---- the region ------------------------------------------------------------------------------
+def region_from_log_mu(
+    divergence: str, estimator: str, delta: float, log_mu: Tensor
+) -> tuple[Bound, Bound]:
+    """(r_lo, r_hi) from log mu, unvalidated (internal; ``log_mu <= 0``).
+
+    Closed forms are evaluated in ``log_mu``'s dtype (mc ones return Python floats); solved
+    cells in float64.
+    """
+    if (divergence, estimator) in _CLOSED:
+        return _CLOSED[(divergence, estimator)](delta, log_mu)
+    div = get_divergence(divergence)
+    est = get_estimator(estimator)
+    lm = log_mu.to(torch.float64)
+    if est.kind == "bernoulli":
+        return solve_binary(div, delta, lm, "lo"), solve_binary(div, delta, lm, "hi")
+    assert est.weight is not None
+    if estimator == "mc":  # mu-independent: one scalar solve
+        lo, hi = mc_scalar_bounds(divergence, delta)
+        return lo, hi
+    e = delta / est.weight(lm)
+    return solve_abs(div, e, "lo"), solve_abs(div, e, "hi")
+
+
+@functools.lru_cache(maxsize=256)
+def mc_scalar_bounds(divergence: str, delta: float) -> tuple[float, float]:
+    """mc bounds as floats (a single solve, cached)."""
+    if (divergence, "mc") in _CLOSED:
+        lo, hi = _CLOSED[(divergence, "mc")](delta, torch.zeros((), dtype=torch.float64))
+        return float(lo), float(hi)
+    div = get_divergence(divergence)
+    e = torch.tensor([delta], dtype=torch.float64)
+    return float(solve_abs(div, e, "lo")[0]), float(solve_abs(div, e, "hi")[0])
+
+
+def check_mu(mu: object) -> Tensor:
+    if not isinstance(mu, torch.Tensor):
+        raise TypeError(
+            f"mu must be a torch.Tensor of probabilities in (0, 1], got {type(mu).__name__}"
+        )
+    if not mu.is_floating_point():
+        raise TypeError(
+            f"mu must be a floating-point tensor of probabilities in (0, 1], got {mu.dtype}"
+        )
+    if mu.numel() and not bool(((mu > 0) & (mu <= 1)).all()):
+        bad = mu[~((mu > 0) & (mu <= 1))]
+        raise ValueError(
+            f"mu must lie in (0, 1] (behaviour probabilities); got {bad.numel()} value(s) outside, "
+            f"e.g. {float(bad.flatten()[0])!r}"
+        )
+    return mu
+
+
+def proximal_region(
+    divergence: str, estimator: str, delta: float, mu: Tensor
+) -> tuple[Tensor, Tensor]:
+    """Per-token proximal region (r_lo, r_hi) of cell (divergence, estimator) at threshold delta.
+
+    Args:
+        divergence: a name of :func:`~gppo.objectives.divergences.known_divergences` or
+            ``alpha:<a>``.
+        estimator: ``mc``, ``atomic`` or ``binary``.
+        delta: the threshold (> 0), e.g. :func:`calibrate_delta`.
+        mu: behaviour probabilities in (0, 1], any shape (e.g. (B, T)).
+
+    Returns:
+        (r_lo, r_hi), float64 tensors of ``mu``'s shape: r_lo >= 0, r_hi may be +inf, binary
+        r_hi <= 1/mu, and r_lo <= 1 <= r_hi. Closed forms of MATH.md where given; otherwise a
+        vectorised safeguarded Newton solve in float64, accurate to ~1e-12 relative.
+    """
+    get_divergence(divergence)
+    get_estimator(estimator)
+    d = check_delta(delta)
+    mu = check_mu(mu)
+    log_mu = torch.log(mu.detach().to(torch.float64))
+    lo, hi = region_from_log_mu(divergence, estimator, d, log_mu)
+    shape = mu.shape
+    lo_t = torch.as_tensor(lo, dtype=torch.float64).expand(shape).clone()
+    hi_t = torch.as_tensor(hi, dtype=torch.float64).expand(shape).clone()
+    return lo_t, hi_t
+
+
+@functools.lru_cache(maxsize=256)
+def log_mu_thresholds(
+    divergence: str, estimator: str, delta: float, b_lo: float, b_hi: float
+) -> tuple[float, float]:
+    """(l_lo, l_hi) with r_lo(mu) < b_lo iff log mu < l_lo and r_hi(mu) > b_hi iff log mu < l_hi.
+
+    Regions widen monotonically as mu falls (MATH.md), so whether ``ratio_bounds`` cut a token's
+    region is a threshold on log mu; found once per cell by multisection on [-745, 0].
+    """
+
+    def lo_cut(lm: Tensor) -> Tensor:
+        lo, _ = region_from_log_mu(divergence, estimator, delta, lm)
+        return torch.as_tensor(lo, dtype=torch.float64).expand(lm.shape) < b_lo
+
+    def hi_cut(lm: Tensor) -> Tensor:
+        _, hi = region_from_log_mu(divergence, estimator, delta, lm)
+        return torch.as_tensor(hi, dtype=torch.float64).expand(lm.shape) > b_hi
+
+    return _threshold(lo_cut), _threshold(hi_cut)
+
+
+def _threshold(pred: Callable[[Tensor], Tensor], rounds: int = 8, n: int = 65) -> float:
+    """Sup of {l in [-745, 0] : pred(l)} for a predicate true below a point (monotone)."""
+    a, b = -745.0, 0.0
+    ends = pred(torch.tensor([a, b], dtype=torch.float64))
+    if bool(ends[1]):
+        return math.inf
+    if not bool(ends[0]):
+        return -math.inf
+    for _ in range(rounds):
+        grid = torch.linspace(a, b, n, dtype=torch.float64)
+        ok = pred(grid)
+        i = int(torch.nonzero(ok).max())  # ok[0] holds (a is inside), ok[-1] does not
+        a, b = float(grid[i]), float(grid[min(i + 1, n - 1)])
+        if b - a < 1e-12:
+            break
+    return b

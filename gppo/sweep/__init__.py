@@ -1,0 +1,48 @@
+"""Dispatch: every cell of a sweep as one Ray job logging into its own MLflow run.
+
+Nothing here is imported by ``import gppo.sweep`` except this docstring: Ray and MLflow load
+only when a module below is used. The library API (what ``gppo-sweep launch`` and the tuner use):
+
+Cluster (:mod:`gppo.sweep.cluster`)
+    ``ensure_cluster(address, state_dir, start=True) -> Cluster | None``: ``address`` or
+    ``RAY_ADDRESS`` -> that cluster's Jobs API; else the local head recorded in
+    ``state_dir/cluster.json`` if alive; else (``start``) a new detached local head on
+    127.0.0.1 with free ports. ``Cluster.client()`` -> ``JobSubmissionClient``.
+    ``stop_local_head(state_dir)`` stops only the head this package started there.
+
+Tracking (:mod:`gppo.sweep.tracking`)
+    ``Tracking(uri)`` (``None`` -> MLflow's default ``sqlite:///mlflow.db``, made absolute);
+    ``.init_store()`` creates the schema (call once before jobs start); ``.experiment_id(name)``;
+    ``.sweep_run(exp_id, sweep_id)`` -> parent run id; ``.create_cell_run(exp_id, parent_id,
+    sweep_id, cell, attempt=, submission_id=, role=ROLE_CELL|ROLE_TRIAL, extra_tags=)``;
+    ``.cell_runs(exp_id, sweep_id)``; ``.set_tags``; ``.terminate``. ``retry_locked(fn)`` and
+    ``log_metrics(client, run_id, values, step)`` for processes writing into a SQLite store.
+    ``state_root(uri)``: where ``.gppo/`` lives (next to a local store, else the cwd).
+
+Dispatcher (:mod:`gppo.sweep.dispatcher`)
+    ``Dispatcher(cluster, tracking, experiment_id=, parent_run_id=, sweep_id=)``;
+    ``.submit(cell, job, attempt=, run_id=None, role=, extra_tags=) -> Attempt`` creates the
+    attempt's child run (tags of :mod:`gppo.metrics`, params = the cell's settings) THEN submits
+    the Ray job with submission id ``gppo-<sweep>-<cell>-a<attempt>`` (sanitised), env
+    ``MLFLOW_TRACKING_URI``/``MLFLOW_RUN_ID``, entrypoint ``job.entrypoint`` (shlex-quoted argv)
+    and the cell's resources as entrypoint resources; ``.status(sid)`` (None if unknown, poll
+    about once a second); ``.stop(sid)``; ``.logs(sid)`` / ``.logs_tail(sid)``;
+    ``.finish(attempt, status) -> "finished" | "failed" | "stopped"`` ends the run;
+    ``.attach(cell, run)`` rebuilds an :class:`Attempt` from a run's tags (re-attach).
+
+Launch (:mod:`gppo.sweep.launch`)
+    ``Launcher(plan, address=, max_concurrent=, detach=, poll_s=1.0, on_update=, stop_event=)
+    .run() -> LaunchResult``: reconcile with the store and the cluster (resume rules in the
+    module docstring), gate concurrency, retry with exponential backoff, Ctrl-C/SIGTERM stops
+    jobs (or leaves them with ``detach``), then :func:`gppo.sweep.hooks.after_sweep`.
+    :func:`gppo.sweep.session.open_sweep` bundles store + experiment + parent run + cluster.
+
+Control (:mod:`gppo.sweep.control`): ``sweep_status``, ``cell_logs``, ``cancel``.
+
+What outlives the launcher: with no address, the local Ray head (a detached ``ray start --head
+--block`` process whose address and pid are in ``.gppo/<sweep>/cluster.json`` next to the store)
+and its running jobs. The head is stopped when a launch ends with no job left running, or by
+``gppo-sweep cancel SPEC``; a ``--detach``ed or killed launcher leaves it for the next launch,
+``status``, ``logs`` and ``cancel``. Job logs stay readable after the head stops (its temp dir
+is recorded in ``.gppo/<sweep>/last_cluster.json``).
+"""

@@ -1,0 +1,191 @@
+"""Attach to a Ray cluster, or start (and later stop) a local head bound to loopback.
+
+What outlives the launcher: a local head started by :func:`ensure_cluster` is a detached
+``ray start --head --block`` process (its own session), so Ray jobs keep running when the launcher
+is killed, and a relaunch re-attaches to them. Its address and pid are recorded in
+``<state_dir>/cluster.json`` (``state_dir`` = ``.gppo/<sweep id>`` next to the tracking store);
+``status``, ``logs``, ``cancel`` and a relaunch read that file. The head is stopped (SIGTERM to
+that pid: ``ray start --block`` then tears down every Ray process it started, and nothing else)
+when a launch ends with no cell running, or by ``gppo-sweep cancel SPEC``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+CLUSTER_FILE = "cluster.json"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A Ray cluster the dispatcher submits jobs to.
+
+    Attributes:
+        address: the Jobs API address (``http://127.0.0.1:PORT``).
+        local: True when this package started the head (and may stop it).
+        pid: pid of the ``ray start --block`` process of a local head.
+        temp_dir: the local head's Ray temp dir.
+    """
+
+    address: str
+    local: bool = False
+    pid: int | None = None
+    temp_dir: str | None = None
+
+    def client(self):  # -> ray.job_submission.JobSubmissionClient
+        """A Jobs API client (imports Ray lazily)."""
+        from ray.job_submission import JobSubmissionClient
+
+        return JobSubmissionClient(self.address)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours counts as dead
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True
+
+
+def _reachable(address: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{address}/api/version", timeout=timeout) as r:
+            return r.status == 200
+    except Exception:
+        return False
+
+
+def read_cluster(state_dir: Path) -> Cluster | None:
+    """The local head recorded for a sweep, if its process is still alive."""
+    path = Path(state_dir) / CLUSTER_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    cluster = Cluster(**data)
+    return cluster if _alive(cluster.pid) else None
+
+
+def start_local_head(
+    state_dir: Path,
+    *,
+    num_cpus: int | None = None,
+    num_gpus: int | None = None,
+    timeout: float = 90.0,
+) -> Cluster:
+    """Start a detached local Ray head on loopback with free ports and record it in state_dir."""
+    state_dir = Path(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    # unix socket paths are limited to 107 bytes: keep Ray's temp dir short.
+    temp_dir = tempfile.mkdtemp(prefix="gr", dir="/tmp")
+    dash = free_port()
+    ray_bin = str(Path(sys.executable).with_name("ray"))
+    cmd = [
+        ray_bin, "start", "--head", "--block", "--disable-usage-stats",
+        "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
+        f"--port={free_port()}", f"--dashboard-port={dash}",
+        f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
+        f"--dashboard-agent-grpc-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
+        f"--metrics-export-port={free_port()}", f"--temp-dir={temp_dir}",
+        "--include-dashboard=true",
+    ]  # fmt: skip
+    if num_cpus is not None:
+        cmd.append(f"--num-cpus={num_cpus}")
+    if num_gpus is not None:
+        cmd.append(f"--num-gpus={num_gpus}")
+    env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    env.pop("RAY_ADDRESS", None)
+    with open(state_dir / "ray-head.log", "ab") as log:
+        proc = subprocess.Popen(
+            cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, env=env,
+        )  # fmt: skip
+    address = f"http://127.0.0.1:{dash}"
+    deadline = time.monotonic() + timeout
+    try:
+        while not _reachable(address):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = (state_dir / "ray-head.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"local Ray head did not start: {tail}")
+            time.sleep(0.25)
+    except BaseException:  # failed, or Ctrl-C while starting: leave no orphan head behind
+        _terminate(proc.pid)
+        raise
+    cluster = Cluster(address=address, local=True, pid=proc.pid, temp_dir=temp_dir)
+    tmp = state_dir / (CLUSTER_FILE + ".tmp")
+    tmp.write_text(json.dumps(asdict(cluster)))
+    tmp.replace(state_dir / CLUSTER_FILE)
+    return cluster
+
+
+def _terminate(pid: int, timeout: float = 30.0) -> None:
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while _alive(pid) and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):  # reap it if it is our child
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.1)
+    if _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+def stop_local_head(state_dir: Path) -> bool:
+    """Stop the local head recorded in state_dir (if any); True when one was stopped."""
+    path = Path(state_dir) / CLUSTER_FILE
+    cluster = read_cluster(state_dir)
+    stopped = False
+    if cluster is not None and cluster.local and cluster.pid:
+        _terminate(cluster.pid)
+        stopped = True
+    path.unlink(missing_ok=True)
+    return stopped
+
+
+def ensure_cluster(address: str | None, state_dir: Path, *, start: bool = True) -> Cluster | None:
+    """The cluster a sweep uses.
+
+    ``address`` (or ``RAY_ADDRESS``) given: that cluster's Jobs API. Otherwise the local head
+    recorded in ``state_dir`` if it is alive, else (when ``start``) a new local head; with
+    ``start=False`` and no head, ``None``.
+    """
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address:
+        if "://" not in address:
+            address = f"http://{address}"
+        return Cluster(address=address.rstrip("/"))
+    existing = read_cluster(state_dir)
+    if existing is not None and _reachable(existing.address):
+        return existing
+    if not start:
+        return None
+    return start_local_head(state_dir)

@@ -1,0 +1,204 @@
+"""``status``, ``logs`` and ``cancel``: read the sweep from MLflow and its Ray cluster.
+
+``status`` and ``logs`` write nothing (no store is created, no run changed, no cluster started).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from gppo import metrics as M
+from gppo.grid.plan import Plan
+from gppo.sweep.cluster import Cluster, ensure_cluster, stop_local_head
+from gppo.sweep.dispatcher import ACTIVE, log_file
+from gppo.sweep.session import read_sweep, sweep_state_dir
+from gppo.sweep.tracking import attempt_of, is_finished, latest_metric
+
+
+@dataclass
+class CellStatus:
+    cell: str
+    state: str  # pending | running | done | failed | stopped | interrupted
+    attempt: int | None = None
+    step: int | None = None
+    score: float | None = None
+    eval_score: float | None = None
+    run_id: str | None = None
+    job_id: str | None = None
+    job_status: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _cluster(plan: Plan, address: str | None) -> Cluster | None:
+    try:
+        return ensure_cluster(address or plan.spec.ray.address, sweep_state_dir(plan), start=False)
+    except Exception:
+        return None
+
+
+def _job_status(client: Any, sid: str) -> str | None:
+    if client is None or not sid:
+        return None
+    try:
+        return str(client.get_job_status(sid).value)
+    except Exception:
+        return None
+
+
+def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
+    """Per cell: state, latest attempt, step, latest train score, final eval, run id."""
+    opened = read_sweep(plan)
+    groups = opened[0].cell_runs(opened[1], plan.sweep_id) if opened else {}
+    cluster = _cluster(plan, address) if opened else None
+    client = None
+    if cluster is not None:
+        try:
+            client = cluster.client()
+        except Exception:
+            client = None
+    out = []
+    k = plan.spec.eval.k
+    for cell in plan.cells:
+        runs = [
+            r
+            for r in groups.get(cell.id, [])
+            if r.data.tags.get(M.TAG_CELL_HASH) == cell.config_hash
+        ]
+        if not runs:
+            out.append(CellStatus(cell.id, "pending"))
+            continue
+        done = [r for r in runs if is_finished(r)]
+        run = done[-1] if done else runs[-1]
+        sid = run.data.tags.get(M.TAG_RAY_JOB_ID, "")
+        st = CellStatus(cell.id, "pending", attempt_of(run), run_id=run.info.run_id, job_id=sid)
+        got = latest_metric(run, M.TRAIN_SCORE)
+        if got:
+            st.score, st.step = got
+        ev = latest_metric(run, M.eval_domain_metric(k))
+        st.eval_score = ev[0] if ev else None
+        status = run.info.status
+        if done:
+            st.state = "done"
+        elif status == "RUNNING":
+            st.job_status = _job_status(client, sid)
+            st.state = "running" if st.job_status in ACTIVE else "interrupted"
+        elif status == "KILLED":
+            st.state = "stopped"
+        else:
+            st.state = "failed"
+        out.append(st)
+    return out
+
+
+def _latest_run(plan: Plan, cell_id: str) -> Any | None:
+    opened = read_sweep(plan)
+    if opened is None:
+        return None
+    runs = opened[0].cell_runs(opened[1], plan.sweep_id).get(cell_id, [])
+    return runs[-1] if runs else None
+
+
+def cell_logs(
+    plan: Plan, cell_id: str, *, address: str | None = None, follow: bool = False
+) -> Iterator[str]:
+    """The log text of the cell's latest attempt, in chunks (``follow``: until the job ends)."""
+    plan.cell(cell_id)  # raises SpecError for an unknown cell
+    run = _latest_run(plan, cell_id)
+    if run is None:
+        yield f"cell {cell_id} has not run yet\n"
+        return
+    sid = run.data.tags.get(M.TAG_RAY_JOB_ID, "")
+    cluster = _cluster(plan, address)
+    if cluster is not None and _job_status(cluster.client(), sid) is not None:
+        client = cluster.client()
+        if follow:
+            yield from _follow(client, sid)
+        else:
+            yield client.get_job_logs(sid)
+        return
+    last = sweep_state_dir(plan) / "last_cluster.json"
+    try:
+        path = log_file(json.loads(last.read_text()).get("temp_dir"), sid)
+    except (OSError, ValueError):
+        path = None
+    if path is not None:
+        yield path.read_text(errors="replace")
+        return
+    failure = run.data.tags.get(M.TAG_FAILURE)
+    yield (
+        f"(the Ray job {sid} is gone; last lines recorded:)\n{failure}\n"
+        if failure
+        else f"(no logs: the Ray job {sid} is gone)\n"
+    )
+
+
+def _follow(client: Any, sid: str) -> Iterator[str]:
+    import asyncio
+
+    agen = client.tail_job_logs(sid)
+    loop = asyncio.new_event_loop()
+    try:
+        while True:
+            try:
+                yield loop.run_until_complete(agen.__anext__())
+            except StopAsyncIteration:
+                return
+    finally:
+        loop.run_until_complete(agen.aclose())
+        loop.close()
+
+
+def cancel(plan: Plan, cell_id: str | None = None, *, address: str | None = None) -> list[str]:
+    """Stop the running jobs of the sweep (or of one cell) and mark their runs KILLED.
+
+    Without a cell, also stops the sweep's local Ray head (if this package started one) and ends
+    the parent run. Returns the ids of the cells stopped."""
+    from gppo.sweep.dispatcher import Dispatcher
+
+    if cell_id is not None:
+        plan.cell(cell_id)
+    opened = read_sweep(plan)
+    stopped: list[str] = []
+    cluster = _cluster(plan, address)
+    if opened is not None:
+        tracking, exp = opened
+        parent = tracking.sweep_run(exp, plan.sweep_id, create=False)
+        disp = None
+        if cluster is not None and parent is not None:
+            disp = Dispatcher(
+                cluster, tracking, experiment_id=exp, parent_run_id=parent, sweep_id=plan.sweep_id
+            )
+        for cid, runs in tracking.cell_runs(exp, plan.sweep_id).items():
+            if cell_id is not None and cid != cell_id:
+                continue
+            for run in runs:
+                if run.info.status != "RUNNING":
+                    continue
+                sid = run.data.tags.get(M.TAG_RAY_JOB_ID, "")
+                if disp is not None and disp.status(sid) in ACTIVE:
+                    disp.stop(sid)
+                if is_finished(run):
+                    tracking.terminate(run.info.run_id, "FINISHED")
+                    continue
+                tracking.set_tags(run.info.run_id, {M.TAG_FAILURE: "cancelled (gppo-sweep cancel)"})
+                tracking.terminate(run.info.run_id, "KILLED")
+                stopped.append(cid)
+        if (
+            cell_id is None
+            and parent is not None
+            and tracking.get_run(parent).info.status == "RUNNING"
+        ):
+            tracking.terminate(parent, "KILLED")
+    if cell_id is None and cluster is not None and cluster.local:
+        state_dir = sweep_state_dir(plan)
+        if cluster.temp_dir:
+            (state_dir / "last_cluster.json").write_text(
+                json.dumps({"temp_dir": cluster.temp_dir, "address": cluster.address})
+            )
+        stop_local_head(state_dir)
+    return stopped

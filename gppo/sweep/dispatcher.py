@@ -1,0 +1,215 @@
+"""One Ray job per cell attempt, each logging into its own MLflow child run.
+
+:class:`Dispatcher` is the library layer the launcher (and the tuner) build on: it creates the
+attempt's run, submits the job with a deterministic submission id, polls, stops, reads logs and
+ends the run. It keeps no state of its own beyond the :class:`Attempt` objects it returns, so a
+new process can re-attach to an attempt from its run's tags (:meth:`Dispatcher.attach`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gppo import metrics as M
+from gppo.backends.base import Job
+from gppo.grid.cell import Cell
+from gppo.sweep.cluster import Cluster
+from gppo.sweep.tracking import Tracking, is_finished
+
+ACTIVE = frozenset({"PENDING", "RUNNING"})
+TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
+FINISHED, FAILED, STOPPED = "finished", "failed", "stopped"
+LOG_TAIL_LINES = 40
+
+
+def submission_id(sweep_id: str, cell_id: str, attempt: int) -> str:
+    """``gppo-<sweep>-<cell>-a<attempt>`` with anything outside ``[A-Za-z0-9_-]`` as ``_``."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"gppo-{sweep_id}-{cell_id}-a{attempt}")
+
+
+@dataclass
+class Attempt:
+    """One submitted attempt of one cell (or trial)."""
+
+    cell: Cell
+    attempt: int
+    run_id: str
+    submission_id: str
+    submitted_at: float = field(default_factory=time.time)
+    status: str = "PENDING"
+
+
+class SubmissionExists(RuntimeError):
+    """The cluster already has a job with this submission id."""
+
+
+class Dispatcher:
+    """Submit, poll and stop the Ray jobs of one sweep; create and end their MLflow runs.
+
+    Args:
+        cluster: where jobs run (:func:`gppo.sweep.cluster.ensure_cluster`).
+        tracking: the sweep's store (:class:`gppo.sweep.tracking.Tracking`, store initialised).
+        experiment_id, parent_run_id, sweep_id: the sweep's MLflow coordinates
+            (:meth:`Tracking.experiment_id`, :meth:`Tracking.sweep_run`).
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        tracking: Tracking,
+        *,
+        experiment_id: str,
+        parent_run_id: str,
+        sweep_id: str,
+    ) -> None:
+        self.cluster, self.tracking = cluster, tracking
+        self.experiment_id, self.parent_run_id, self.sweep_id = (
+            experiment_id,
+            parent_run_id,
+            sweep_id,
+        )
+        self.client = cluster.client()
+
+    # -- submission --------------------------------------------------------------------------
+    def job_exists(self, sid: str) -> bool:
+        return self.status(sid) is not None
+
+    def submit(
+        self,
+        cell: Cell,
+        job: Job,
+        *,
+        attempt: int,
+        run_id: str | None = None,
+        role: str = M.ROLE_CELL,
+        extra_tags: dict[str, str] | None = None,
+    ) -> Attempt:
+        """Create the attempt's run (or reuse ``run_id``), then submit ``job`` as one Ray job.
+
+        The run exists, tagged with the submission id, BEFORE the job is submitted, so a crash
+        between the two is seen by the next launch (run RUNNING, no such job: interrupted).
+        An attempt number whose submission id is already taken on the cluster is skipped."""
+        while self.job_exists(submission_id(self.sweep_id, cell.id, attempt)):
+            attempt += 1
+        sid = submission_id(self.sweep_id, cell.id, attempt)
+        if run_id is None:
+            run_id = self.tracking.create_cell_run(
+                self.experiment_id,
+                self.parent_run_id,
+                self.sweep_id,
+                cell,
+                attempt=attempt,
+                submission_id=sid,
+                role=role,
+                extra_tags=extra_tags,
+            )
+        else:  # a backend that keeps one run across attempts
+            self.tracking.client.update_run(run_id, status="RUNNING")
+            self.tracking.set_tags(run_id, {M.TAG_ATTEMPT: str(attempt), M.TAG_RAY_JOB_ID: sid})
+        env = {**dict(job.env), M.ENV_TRACKING_URI: self.tracking.uri, M.ENV_RUN_ID: run_id}
+        res = job.resources
+        kwargs: dict[str, Any] = {
+            "entrypoint_num_cpus": res.num_cpus,
+            "entrypoint_num_gpus": res.num_gpus,
+        }
+        if res.memory_gb:
+            kwargs["entrypoint_memory"] = int(res.memory_gb * 2**30)
+        try:
+            self.client.submit_job(
+                entrypoint=job.entrypoint,
+                submission_id=sid,
+                runtime_env={"env_vars": env},
+                metadata={"gppo_sweep": self.sweep_id, "gppo_cell": cell.id},
+                **kwargs,
+            )
+        except Exception as exc:
+            self.tracking.set_tags(run_id, {M.TAG_FAILURE: f"submission failed: {exc}"[:4000]})
+            self.tracking.terminate(run_id, "FAILED")
+            if "already exists" in str(exc):
+                raise SubmissionExists(sid) from exc
+            raise
+        return Attempt(cell=cell, attempt=attempt, run_id=run_id, submission_id=sid)
+
+    def attach(self, cell: Cell, run: Any) -> Attempt:
+        """An :class:`Attempt` for a run created earlier (possibly by another process)."""
+        tags = run.data.tags
+        return Attempt(
+            cell=cell,
+            attempt=int(tags.get(M.TAG_ATTEMPT, "0") or 0),
+            run_id=run.info.run_id,
+            submission_id=tags.get(M.TAG_RAY_JOB_ID, ""),
+            submitted_at=run.info.start_time / 1000.0,
+        )
+
+    # -- observation and control ---------------------------------------------------------------
+    def status(self, sid: str) -> str | None:
+        """The job's status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED) or None if unknown."""
+        if not sid:
+            return None
+        try:
+            return str(self.client.get_job_status(sid).value)
+        except RuntimeError as exc:
+            if "does not exist" in str(exc) or "404" in str(exc):
+                return None
+            raise
+
+    def stop(self, sid: str, *, wait_s: float = 15.0) -> str | None:
+        """Ask Ray to stop the job and wait (up to ``wait_s``) until it is no longer active."""
+        try:
+            self.client.stop_job(sid)
+        except RuntimeError:
+            return self.status(sid)
+        deadline = time.monotonic() + wait_s
+        status = self.status(sid)
+        while status in ACTIVE and time.monotonic() < deadline:
+            time.sleep(0.5)
+            status = self.status(sid)
+        return status
+
+    def logs(self, sid: str) -> str:
+        """The job's whole log (Jobs API), or ``""``."""
+        try:
+            return str(self.client.get_job_logs(sid))
+        except Exception:
+            return ""
+
+    def logs_tail(self, sid: str, lines: int = LOG_TAIL_LINES) -> str:
+        return "\n".join(self.logs(sid).splitlines()[-lines:])
+
+    def finish(self, att: Attempt, status: str, *, note: str = "") -> str:
+        """End the attempt's run from the job's terminal ``status``.
+
+        Returns ``finished`` (job succeeded and logged ``gppo.finished``), ``stopped`` (job
+        stopped: run KILLED) or ``failed`` (run FAILED, tag ``gppo.failure`` = last log lines).
+        """
+        run = self.tracking.get_run(att.run_id)
+        if status == "SUCCEEDED" and is_finished(run):
+            self.tracking.terminate(att.run_id, "FINISHED")
+            return FINISHED
+        tail = self.logs_tail(att.submission_id)
+        if status == "STOPPED":
+            self.tracking.set_tags(
+                att.run_id, {M.TAG_FAILURE: (note or "job stopped") + "\n" + tail}
+            )
+            self.tracking.terminate(att.run_id, "KILLED")
+            return STOPPED
+        why = note or (
+            f"job {status or 'lost'}"
+            if status != "SUCCEEDED"
+            else "job exited 0 without logging its final evaluation (gppo.finished)"
+        )
+        self.tracking.set_tags(att.run_id, {M.TAG_FAILURE: f"{why}\n{tail}"})
+        self.tracking.terminate(att.run_id, "FAILED")
+        return FAILED
+
+
+def log_file(temp_dir: str | None, sid: str) -> Path | None:
+    """The driver log a stopped local head left on disk for job ``sid``."""
+    if not temp_dir:
+        return None
+    path = Path(temp_dir) / "session_latest" / "logs" / f"job-driver-{sid}.log"
+    return path if path.exists() else None

@@ -1,0 +1,355 @@
+"""``gppo-sweep launch``: reconcile with what already ran, then dispatch until every cell ends.
+
+Resume rules (the store is the source of truth; each run carries its cell's config hash):
+- a cell with a run of the same hash tagged ``gppo.finished`` is done and never reruns;
+- a RUNNING run whose Ray job is still PENDING/RUNNING is re-attached (no second copy starts);
+- a RUNNING run whose job ended or never existed (launcher killed) is ended (FINISHED if it
+  logged ``gppo.finished``, else FAILED with a note) and the cell is retried;
+- a RUNNING run of an older hash (the cell's settings changed) is stopped and KILLED.
+One launcher per sweep at a time (``.gppo/<sweep>/launch.lock``, released by the OS on kill -9).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gppo import metrics as M
+from gppo.backends.base import get_backend
+from gppo.grid.cell import Cell
+from gppo.grid.plan import Plan
+from gppo.sweep.cluster import _alive
+from gppo.sweep.dispatcher import (
+    ACTIVE,
+    FAILED,
+    FINISHED,
+    STOPPED,
+    Attempt,
+    Dispatcher,
+    SubmissionExists,
+)
+from gppo.sweep.session import SweepContext, open_sweep
+from gppo.sweep.tracking import attempt_of, is_finished, latest_metric
+
+log = logging.getLogger(__name__)
+PENDING, WAITING, RUNNING, ENDING, DONE = "pending", "waiting", "running", "ending", "done"
+
+
+class LaunchBusy(RuntimeError):
+    """Another launcher holds this sweep."""
+
+
+@dataclass
+class CellState:
+    cell: Cell
+    state: str = PENDING
+    attempt: int = 0  # highest attempt number seen for this cell
+    tries: int = 0  # attempts that ended in failure during this launch
+    ready_at: float = 0.0
+    current: Attempt | None = None
+    reuse_run: str | None = None
+    step: int | None = None
+    score: float | None = None
+    note: str = ""
+
+
+@dataclass
+class LaunchResult:
+    sweep_id: str
+    cells: dict[str, CellState] = field(default_factory=dict)
+    interrupted: bool = False
+    detached: bool = False
+
+    def count(self, state: str) -> int:
+        return sum(1 for c in self.cells.values() if c.state == state)
+
+    @property
+    def ok(self) -> bool:
+        return all(c.state == DONE for c in self.cells.values())
+
+
+def backoff(base_s: float, max_s: float, failures: int) -> float:
+    """Seconds before retry number ``failures`` (1, 2, ...): base · 2^(n-1), capped."""
+    return min(max_s, base_s * 2 ** max(0, failures - 1))
+
+
+def reconcile(ctx: SweepContext, disp: Dispatcher, cells: list[Cell]) -> dict[str, CellState]:
+    """Cell states from the store and the cluster (see the module docstring)."""
+    reuse = get_backend(ctx.plan.spec.backend).reuse_run_on_retry
+    groups = ctx.tracking.cell_runs(ctx.experiment_id, ctx.plan.sweep_id)
+    states: dict[str, CellState] = {}
+    for cell in cells:
+        st = CellState(cell)
+        runs = groups.get(cell.id, [])
+        st.attempt = max((attempt_of(r) for r in runs), default=0)
+        h = cell.config_hash
+        for run in runs:
+            if run.info.status != "RUNNING":
+                continue
+            att = disp.attach(cell, run)
+            job = disp.status(att.submission_id)
+            if run.data.tags.get(M.TAG_CELL_HASH) != h:
+                if job in ACTIVE:
+                    disp.stop(att.submission_id)
+                ctx.tracking.set_tags(run.info.run_id, {M.TAG_FAILURE: "cell settings changed"})
+                ctx.tracking.terminate(run.info.run_id, "KILLED")
+            elif job in ACTIVE and st.current is None:
+                att.status = job
+                st.current, st.state = att, RUNNING
+            elif job in ACTIVE:  # cannot happen with one launcher per sweep; be safe anyway
+                disp.stop(att.submission_id)
+                ctx.tracking.terminate(run.info.run_id, "KILLED")
+            elif is_finished(run):  # results are in: the launcher died before ending it
+                ctx.tracking.terminate(run.info.run_id, "FINISHED")
+            else:
+                note = "interrupted: launcher ended before the job " + (
+                    "was submitted" if job is None else f"was seen {job}"
+                )
+                disp.finish(att, job or "FAILED", note=note)
+        same = [r for r in runs if r.data.tags.get(M.TAG_CELL_HASH) == h]
+        if st.current is None and any(is_finished(r) for r in same):
+            st.state = DONE
+        elif st.current is None and reuse and same:
+            st.reuse_run = same[-1].info.run_id
+        states[cell.id] = st
+    return states
+
+
+class Launcher:
+    """Runs one launch of a sweep; :meth:`run` returns when no cell is pending or running."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        *,
+        address: str | None = None,
+        max_concurrent: int | None = None,
+        detach: bool = False,
+        poll_s: float = 1.0,
+        metrics_every_s: float = 5.0,
+        on_update: Callable[[LaunchResult], None] | None = None,
+        stop_event: threading.Event | None = None,
+    ) -> None:
+        self.plan, self.address, self.detach = plan, address, detach
+        self.max_concurrent = max_concurrent or plan.spec.ray.max_concurrent
+        self.poll_s, self.metrics_every_s = poll_s, metrics_every_s
+        self.on_update = on_update or (lambda _r: None)
+        self.stop_event = stop_event or threading.Event()
+        self.backend = get_backend(plan.spec.backend)
+        self.retries = plan.spec.retries
+
+    def run(self) -> LaunchResult:
+        from filelock import FileLock, Timeout
+
+        from gppo.sweep.session import sweep_state_dir
+
+        state_dir = sweep_state_dir(self.plan)
+        state_dir.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(state_dir / "launch.lock"))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise LaunchBusy(
+                f"another launcher is running sweep {self.plan.sweep_id} ({state_dir})"
+            ) from None
+        try:
+            return self._run()
+        finally:
+            lock.release()
+
+    def _run(self) -> LaunchResult:
+        ctx = open_sweep(self.plan, address=self.address)
+        assert ctx.cluster is not None
+        disp = Dispatcher(
+            ctx.cluster,
+            ctx.tracking,
+            experiment_id=ctx.experiment_id,
+            parent_run_id=ctx.parent_run_id,
+            sweep_id=self.plan.sweep_id,
+        )
+        result = LaunchResult(self.plan.sweep_id)
+        result.cells = reconcile(ctx, disp, list(self.plan.cells))
+        restore = _sigterm_as_interrupt()
+        marker = ctx.state_dir / "launcher.json"
+        try:
+            marker.write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
+            self._loop(ctx, disp, result)
+        except KeyboardInterrupt:
+            result.interrupted = True
+            self._interrupt(ctx, disp, result)
+        finally:
+            restore()
+            marker.unlink(missing_ok=True)
+        self._close(ctx, result)
+        return result
+
+    # -- the loop --------------------------------------------------------------------------------
+    def _loop(self, ctx: SweepContext, disp: Dispatcher, result: LaunchResult) -> None:
+        cells = result.cells
+        last_metrics = 0.0
+        while not self.stop_event.is_set():
+            now = time.time()
+            running = [c for c in cells.values() if c.state == RUNNING]
+            ended = [st for st in running if self._poll(ctx, st, disp)]
+            # free slots are refilled first; the ended runs' bookkeeping comes after
+            self._submit_ready(disp, cells)
+            for st in ended:
+                self._end(disp, st)
+            if time.monotonic() - last_metrics >= self.metrics_every_s:
+                self._refresh_metrics(ctx, cells)
+                last_metrics = time.monotonic()
+            self.on_update(result)
+            active = [c for c in cells.values() if c.state in (PENDING, WAITING, RUNNING, ENDING)]
+            if not active:
+                return
+            waits = [c.ready_at - now for c in cells.values() if c.state == WAITING]
+            delay = min([self.poll_s, *(w for w in waits if w > 0)])
+            self.stop_event.wait(max(0.05, delay))
+        raise KeyboardInterrupt
+
+    def _poll(self, ctx: SweepContext, st: CellState, disp: Dispatcher) -> bool:
+        """True when the cell's job has ended (its state becomes ENDING)."""
+        att = st.current
+        assert att is not None
+        try:
+            status = disp.status(att.submission_id)
+        except Exception:  # cluster unreachable: gone for good if our local head died
+            cluster = ctx.cluster
+            if cluster is None or not cluster.local or _alive(cluster.pid):
+                return False
+            status = "STOPPED"
+        if status in ACTIVE:
+            att.status = status
+            return False
+        att.status = status or "LOST"
+        st.state = ENDING
+        return True
+
+    def _end(self, disp: Dispatcher, st: CellState) -> None:
+        """End the run of a cell whose job ended; decide done / retry / failed / stopped."""
+        att = st.current
+        assert att is not None
+        lost = att.status == "LOST"
+        outcome = disp.finish(
+            att, "FAILED" if lost else att.status, note="job disappeared" if lost else ""
+        )
+        st.current = None
+        if outcome == FINISHED:
+            st.state = DONE
+        elif outcome == STOPPED:
+            st.state, st.note = STOPPED, "stopped"
+        else:
+            st.tries += 1
+            if self.backend.reuse_run_on_retry:  # e.g. verl: the retry resumes the same run
+                st.reuse_run = att.run_id
+            if st.tries <= self.retries.max:
+                st.state = WAITING
+                st.ready_at = time.time() + backoff(
+                    self.retries.backoff_s, self.retries.backoff_max_s, st.tries
+                )
+                st.note = f"retry {st.tries}/{self.retries.max}"
+            else:
+                st.state, st.note = FAILED, f"failed after {st.tries} attempt(s)"
+
+    def _submit_ready(self, disp: Dispatcher, cells: dict[str, CellState]) -> None:
+        in_flight = sum(1 for c in cells.values() if c.state == RUNNING)
+        now = time.time()
+        for st in cells.values():
+            if in_flight >= self.max_concurrent:
+                return
+            if st.state == PENDING or (st.state == WAITING and st.ready_at <= now):
+                self._start(disp, st)
+                in_flight += 1
+
+    def _start(self, disp: Dispatcher, st: CellState) -> None:
+        job = self.backend.job(st.cell)
+        for _ in range(3):
+            try:
+                att = disp.submit(st.cell, job, attempt=st.attempt + 1, run_id=st.reuse_run)
+                break
+            except SubmissionExists:
+                st.attempt += 1
+        else:
+            st.tries += 1
+            st.state, st.note = FAILED, "could not find a free submission id"
+            return
+        st.attempt, st.current, st.state, st.step, st.score = att.attempt, att, RUNNING, None, None
+
+    def _refresh_metrics(self, ctx: SweepContext, cells: dict[str, CellState]) -> None:
+        for st in cells.values():
+            if st.state == RUNNING and st.current is not None:
+                try:
+                    run = ctx.tracking.get_run(st.current.run_id)
+                except Exception:  # the progress display must never stop the launch
+                    continue
+                got = latest_metric(run, M.TRAIN_SCORE)
+                if got is not None:
+                    st.score, st.step = got[0], got[1]
+
+    # -- endings ---------------------------------------------------------------------------------
+    def _interrupt(self, ctx: SweepContext, disp: Dispatcher, result: LaunchResult) -> None:
+        """Ctrl-C / SIGTERM: stop running jobs (or leave them with --detach)."""
+        for st in result.cells.values():
+            if st.state == ENDING:  # its job already ended: just record how
+                self._end(disp, st)
+                continue
+            if st.state != RUNNING or st.current is None:
+                continue
+            if self.detach:
+                continue
+            status = disp.stop(st.current.submission_id)
+            disp.finish(st.current, status or "STOPPED", note="launch interrupted")
+            st.state, st.current, st.note = STOPPED, None, "interrupted"
+        result.detached = self.detach
+
+    def _close(self, ctx: SweepContext, result: LaunchResult) -> None:
+        from gppo.sweep.cluster import stop_local_head
+
+        still_running = any(c.state == RUNNING for c in result.cells.values())
+        if not still_running:
+            status = "FINISHED" if result.ok else ("KILLED" if result.interrupted else "FAILED")
+            ctx.tracking.terminate(ctx.parent_run_id, status)
+            if ctx.cluster is not None and ctx.cluster.local:
+                remember_last_cluster(ctx)
+                stop_local_head(ctx.state_dir)
+        self.on_update(result)
+        if result.ok:
+            run_after_sweep_hook(ctx, result)
+
+
+def remember_last_cluster(ctx: SweepContext) -> None:
+    """Keep the stopped head's temp dir, where ``logs`` still finds the job logs."""
+    import json
+
+    if ctx.cluster is not None and ctx.cluster.temp_dir:
+        (ctx.state_dir / "last_cluster.json").write_text(
+            json.dumps({"temp_dir": ctx.cluster.temp_dir, "address": ctx.cluster.address})
+        )
+
+
+def run_after_sweep_hook(ctx: SweepContext, result: LaunchResult) -> None:
+    """Call :func:`gppo.sweep.hooks.after_sweep` (the report); never fails the launch."""
+    try:
+        from gppo.sweep.hooks import after_sweep
+
+        after_sweep(ctx.plan, tracking_uri=ctx.tracking.uri, experiment_id=ctx.experiment_id)
+    except Exception as exc:
+        log.warning("after-sweep hook failed: %s", exc)
+
+
+def _sigterm_as_interrupt() -> Callable[[], None]:
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(_sig: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    return lambda: signal.signal(signal.SIGTERM, old)

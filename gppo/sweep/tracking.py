@@ -1,0 +1,263 @@
+"""The sweep's MLflow layout (see CONVENTIONS.md): store, experiment, parent run, cell runs.
+
+Only MLflow's client API is used (``MlflowClient``, ``log_batch``), never raw SQL. The SQLite
+store is written by many processes at once (the launcher and every cell): :func:`retry_locked`
+retries a write that hit "database is locked", and :meth:`Tracking.init_store` creates the
+schema once, before any cell starts (concurrent first-time migrations would race).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gppo import metrics as M
+from gppo.grid.cell import Cell
+
+T = TypeVar("T")
+DEFAULT_URI = "sqlite:///mlflow.db"
+PARAM_VALUE_MAX = 6000
+TAG_VALUE_MAX = 7500
+
+
+def resolve_tracking_uri(uri: str | None) -> str:
+    """The spec's URI, else ``MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``; a relative
+    SQLite or file path is made absolute (jobs run in another working directory)."""
+    uri = uri or os.environ.get(M.ENV_TRACKING_URI) or DEFAULT_URI
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        return "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
+    if "://" not in uri:
+        return str(Path(uri).resolve())
+    return uri
+
+
+def state_root(uri: str) -> Path:
+    """Where ``.gppo/`` (per-sweep state) lives: next to a local store, else the cwd."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///")).parent / ".gppo"
+    if uri.startswith("file://"):
+        return Path(uri.removeprefix("file://")).parent / ".gppo"
+    if "://" not in uri:
+        return Path(uri).parent / ".gppo"
+    return Path.cwd() / ".gppo"
+
+
+def is_locked_error(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return "database is locked" in text or "database table is locked" in text
+
+
+def retry_locked(fn: Callable[[], T], *, attempts: int = 30, base_s: float = 0.05) -> T:
+    """Call ``fn`` again (jittered backoff, ~30 s in all) while SQLite says it is locked."""
+    for i in range(attempts):
+        try:
+            return fn()
+        except Exception as exc:
+            if not is_locked_error(exc) or i == attempts - 1:
+                raise
+            time.sleep(min(2.0, base_s * 2**i) * (0.5 + random.random()))
+    raise AssertionError("unreachable")
+
+
+def log_metrics(
+    client: Any, run_id: str, values: dict[str, float], step: int, timestamp_ms: int | None = None
+) -> None:
+    """Log many metrics of one step in one ``log_batch`` (retried when the store is locked).
+
+    This is the helper backends' entrypoints should use to write into a SQLite store."""
+    from mlflow.entities import Metric
+
+    ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
+    batch = [Metric(k, float(v), ts, int(step)) for k, v in values.items()]
+    for i in range(0, len(batch), 1000):
+        retry_locked(lambda b=batch[i : i + 1000]: client.log_batch(run_id, metrics=b))
+
+
+def flatten(prefix: str, value: Any, out: dict[str, str]) -> dict[str, str]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}`` (lists and scalars as text)."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            flatten(f"{prefix}.{k}" if prefix else str(k), v, out)
+    else:
+        text = "" if value is None else str(value)
+        out[prefix] = text[:PARAM_VALUE_MAX]
+    return out
+
+
+def cell_params(cell: Cell) -> dict[str, str]:
+    """The cell's settings as flat MLflow params (the compare view lines cells up on these)."""
+    params: dict[str, str] = {
+        "method": cell.method,
+        "divergence": str(cell.divergence),
+        "estimator": str(cell.estimator),
+        "delta": "" if cell.delta is None else repr(cell.delta),
+        "seed": str(cell.seed),
+        "backend": cell.backend,
+        "eval_k": str(cell.eval_k),
+        "benchmarks": ",".join(cell.benchmarks),
+    }
+    flatten("loss", cell.loss_params, params)
+    flatten(cell.backend, cell.settings, params)
+    flatten(
+        "resources",
+        {"num_cpus": cell.resources.num_cpus, "num_gpus": cell.resources.num_gpus},
+        params,
+    )
+    return params
+
+
+class Tracking:
+    """MLflow access for one sweep: ``Tracking(uri).init_store()`` before any cell starts."""
+
+    def __init__(self, uri: str | None) -> None:
+        from mlflow.tracking import MlflowClient
+
+        self.uri = resolve_tracking_uri(uri)
+        self.client = MlflowClient(tracking_uri=self.uri)
+
+    def init_store(self) -> None:
+        """Create the store's schema now (one process, before cells start)."""
+        if self.uri.startswith("sqlite:///"):
+            Path(self.uri.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        retry_locked(lambda: self.client.search_experiments(max_results=1))
+
+    def experiment_id(self, name: str, *, create: bool = True) -> str | None:
+        exp = retry_locked(lambda: self.client.get_experiment_by_name(name))
+        if exp is not None:
+            return exp.experiment_id
+        if not create:
+            return None
+        try:
+            return retry_locked(lambda: self.client.create_experiment(name))
+        except Exception:  # created concurrently by another process
+            exp = self.client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            return exp.experiment_id
+
+    def search(self, experiment_id: str, filter_string: str) -> list[Any]:
+        runs: list[Any] = []
+        token = None
+        while True:
+            page = retry_locked(
+                lambda t=token: self.client.search_runs(
+                    [experiment_id], filter_string, max_results=5000, page_token=t
+                )
+            )
+            runs.extend(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def sweep_run(self, experiment_id: str, sweep_id: str, *, create: bool = True) -> str | None:
+        """The sweep's parent run id (created once; set back to RUNNING on relaunch)."""
+        flt = f"tags.`{M.TAG_ROLE}` = '{M.ROLE_SWEEP}' and tags.`{M.TAG_SWEEP_ID}` = '{sweep_id}'"
+        found = self.search(experiment_id, flt)
+        if found:
+            run = sorted(found, key=lambda r: r.info.start_time)[0]
+            if create and run.info.status != "RUNNING":
+                retry_locked(lambda: self.client.update_run(run.info.run_id, status="RUNNING"))
+            return run.info.run_id
+        if not create:
+            return None
+        name = sweep_id.rsplit("-", 1)[0]
+        tags = {M.TAG_ROLE: M.ROLE_SWEEP, M.TAG_SWEEP_ID: sweep_id, M.TAG_SWEEP_NAME: name}
+        run = retry_locked(
+            lambda: self.client.create_run(experiment_id, tags=tags, run_name=sweep_id)
+        )
+        return run.info.run_id
+
+    def cell_runs(self, experiment_id: str, sweep_id: str) -> dict[str, list[Any]]:
+        """Every cell run of the sweep, by cell id, oldest attempt first."""
+        flt = f"tags.`{M.TAG_ROLE}` = '{M.ROLE_CELL}' and tags.`{M.TAG_SWEEP_ID}` = '{sweep_id}'"
+        out: dict[str, list[Any]] = {}
+        for run in self.search(experiment_id, flt):
+            out.setdefault(run.data.tags.get(M.TAG_CELL_ID, ""), []).append(run)
+        for runs in out.values():
+            runs.sort(key=lambda r: (attempt_of(r), r.info.start_time))
+        return out
+
+    def create_cell_run(
+        self,
+        experiment_id: str,
+        parent_run_id: str,
+        sweep_id: str,
+        cell: Cell,
+        *,
+        attempt: int,
+        submission_id: str,
+        role: str = M.ROLE_CELL,
+        extra_tags: dict[str, str] | None = None,
+    ) -> str:
+        """A child run for one attempt of ``cell``: tags of gppo.metrics, params = settings."""
+        from mlflow.entities import Param
+
+        tags = {
+            M.PARENT_RUN_TAG: parent_run_id,
+            M.TAG_ROLE: role,
+            M.TAG_SWEEP_ID: sweep_id,
+            M.TAG_CELL_ID: cell.id,
+            M.TAG_METHOD: cell.method,
+            M.TAG_DIVERGENCE: str(cell.divergence or ""),
+            M.TAG_ESTIMATOR: str(cell.estimator or ""),
+            M.TAG_SEED: str(cell.seed),
+            M.TAG_ATTEMPT: str(attempt),
+            M.TAG_DOMAIN: str(cell.settings.get("domain", "")),
+            M.TAG_BACKEND: cell.backend,
+            M.TAG_CELL_HASH: cell.config_hash,
+            M.TAG_RAY_JOB_ID: submission_id,
+            **(extra_tags or {}),
+        }
+        run = retry_locked(
+            lambda: self.client.create_run(
+                experiment_id, tags=tags, run_name=f"{cell.id}-a{attempt}"
+            )
+        )
+        run_id = run.info.run_id
+        params = [Param(k[:250], v) for k, v in cell_params(cell).items()]
+        for i in range(0, len(params), 100):
+            retry_locked(lambda p=params[i : i + 100]: self.client.log_batch(run_id, params=p))
+        return run_id
+
+    def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        batch = [RunTag(k, str(v)[:TAG_VALUE_MAX]) for k, v in tags.items()]
+        retry_locked(lambda: self.client.log_batch(run_id, tags=batch))
+
+    def terminate(self, run_id: str, status: str) -> None:
+        """End a run as FINISHED, FAILED or KILLED."""
+        retry_locked(lambda: self.client.set_terminated(run_id, status))
+
+    def get_run(self, run_id: str) -> Any:
+        return retry_locked(lambda: self.client.get_run(run_id))
+
+
+def attempt_of(run: Any) -> int:
+    try:
+        return int(run.data.tags.get(M.TAG_ATTEMPT, "0"))
+    except ValueError:
+        return 0
+
+
+def is_finished(run: Any) -> bool:
+    """True when the job logged its final evaluation (tag ``gppo.finished=true``)."""
+    return run.data.tags.get(M.TAG_FINISHED, "").lower() == "true"
+
+
+def latest_metric(run: Any, name: str) -> tuple[float, int] | None:
+    """(value, step) of a run's latest value of ``name``."""
+    for m in getattr(run.data, "_metric_objs", []):
+        if m.key == name:
+            return m.value, m.step
+    value = run.data.metrics.get(name)
+    return None if value is None else (value, -1)
+
+
+def iter_runs(groups: dict[str, list[Any]]) -> Iterable[Any]:
+    for runs in groups.values():
+        yield from runs

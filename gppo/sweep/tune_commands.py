@@ -1,0 +1,116 @@
+"""``gppo-sweep tune SPEC``: run or resume an Optuna study of a tuning spec (see gppo.sweep.tuning).
+
+The lead wires it into the CLI with ``add_command(tune)`` in :mod:`gppo.cli`.
+Exit codes: 0 done; 1 the study could not finish (too many failed trials) or ``--report`` found
+no study; 2 malformed spec (one line ``FILE: field.path: message`` on stderr, nothing started);
+130 interrupted (the tuner's running jobs are stopped and their trials marked FAIL).
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+EXIT_FAILED, EXIT_SPEC, EXIT_INTERRUPTED = 1, 2, 130
+
+
+def _err(line: str, code: int) -> typer.Exit:
+    sys.stderr.write(line.rstrip("\n") + "\n")
+    return typer.Exit(code)
+
+
+def tune(
+    spec: Annotated[Path, typer.Argument(help="tuning spec (YAML)", show_default=False)],
+    report: Annotated[
+        bool,
+        typer.Option("--report", help="only write the report of the study so far; run nothing"),
+    ] = False,
+    n_trials: Annotated[
+        int | None, typer.Option("--n-trials", min=1, help="override tune.n_trials")
+    ] = None,
+    n_parallel: Annotated[
+        int | None, typer.Option("--n-parallel", min=1, help="override tune.n_parallel")
+    ] = None,
+    storage: Annotated[
+        str | None,
+        typer.Option("--storage", help="Optuna storage URL (default: SQLite beside MLflow)"),
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="Ray Jobs API address (default: RAY_ADDRESS, else local)"),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="report folder (default: tune-<study> beside the MLflow store)"),
+    ] = None,
+) -> None:
+    """Tune radii, learning rate and the design space with Optuna; trials run as Ray jobs.
+
+    Live progress while it runs; at the end (and with --report): the best trials, Optuna's plots (HTML + PNG) and the best configuration as a grid spec. Rerunning resumes the study.
+    """
+    import optuna
+    from rich.console import Console
+
+    from gppo.grid import SpecError
+    from gppo.sweep.tuning import TuneError, load_tune_spec, report_dir, run_tuning, write_report
+    from gppo.sweep.tuning.cells import check_spec
+    from gppo.sweep.tuning.percell import cell_specs, cell_summary, write_cell_summary
+    from gppo.sweep.tuning.progress import Progress
+    from gppo.sweep.tuning.report import cells_table
+    from gppo.sweep.tuning.study import make_storage, storage_url
+
+    try:
+        ts = load_tune_spec(spec)
+        updates = {
+            k: v
+            for k, v in {"n_trials": n_trials, "n_parallel": n_parallel, "storage": storage}.items()
+            if v is not None
+        }
+        base = ts.base
+        if address is not None:
+            base = copy.deepcopy(base)
+            base["ray"] = {**(base.get("ray") or {}), "address": address}
+        ts = ts.model_copy(update={"tune": ts.tune.model_copy(update=updates), "base": base})
+        check_spec(ts)
+    except SpecError as exc:
+        raise _err(exc.line, EXIT_SPEC) from None
+    console = Console()
+    folder = out or report_dir(ts)
+    specs = cell_specs(ts)
+    studies = []
+    for sub in specs:
+        sub_folder = folder if len(specs) == 1 else folder / sub.study_name
+        if report:
+            try:
+                study = optuna.load_study(
+                    study_name=sub.study_name, storage=make_storage(storage_url(sub))
+                )
+            except KeyError:
+                raise _err(
+                    f"no study {sub.study_name!r} in {storage_url(sub)}; "
+                    f"run `gppo-sweep tune {spec}` first",
+                    EXIT_FAILED,
+                ) from None
+        else:
+            console.print(
+                f"study {sub.study_name} on {storage_url(sub)}", markup=False, highlight=False
+            )
+            try:
+                study = run_tuning(sub, progress=Progress(console))
+            except KeyboardInterrupt:
+                raise _err(
+                    "interrupted: running trials were stopped and marked FAIL", EXIT_INTERRUPTED
+                ) from None
+            except TuneError as exc:
+                raise _err(f"tune failed: {exc}", EXIT_FAILED) from None
+        write_report(sub, study, sub_folder, console)
+        studies.append((sub, study))
+    if len(specs) > 1:
+        rows = cell_summary(studies)
+        path = write_cell_summary(rows, folder / "cells.md")
+        console.print(cells_table(rows))
+        console.print(f"wrote {path}", markup=False, highlight=False)

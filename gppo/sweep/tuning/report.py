@@ -1,0 +1,187 @@
+"""The study's report: best trials, Optuna's plots (HTML + PNG) and the best config as a grid spec.
+
+Files written to the report folder:
+
+* ``best_trials.md``: the table of the best COMPLETE trials (also printed);
+* ``optimization_history.html|png``, ``param_importances.html|png``: from
+  ``optuna.visualization`` (plotly; the HTML files share one ``plotly.min.js`` in the folder, so
+  they open offline) and ``optuna.visualization.matplotlib``. Parameter importances need at least
+  two COMPLETE trials and one searched parameter that varies; otherwise that plot is skipped, and
+  the reason is listed in ``notes``;
+* ``best.yaml``: the best configuration as a grid spec with the base seeds, checked by the grid
+  loader, ready for ``gppo-sweep launch``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import optuna
+import yaml
+from optuna.trial import TrialState
+from rich.console import Console
+from rich.table import Table
+
+from gppo.grid import expand, parse_spec
+from gppo.sweep.tuning import attrs
+from gppo.sweep.tuning.space import best_grid, config_from_params
+from gppo.sweep.tuning.spec import TuneSpec
+
+
+@dataclass
+class Report:
+    """What :func:`write_report` produced."""
+
+    folder: Path
+    rows: list[dict[str, Any]]
+    files: list[Path] = field(default_factory=list)
+    best_spec: Path | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def best_rows(study: optuna.Study, top: int) -> list[dict[str, Any]]:
+    """The ``top`` COMPLETE trials by value (highest first)."""
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
+    done.sort(key=lambda t: (-(t.value if t.value is not None else float("-inf")), t.number))
+    return [
+        {
+            "trial": t.number,
+            "value": t.value,
+            "config": t.user_attrs.get(attrs.CONFIG, ""),
+            "cell": t.user_attrs.get(attrs.CELL_ID, ""),
+            "params": dict(t.params),
+            "run_id": t.user_attrs.get(attrs.RUN_ID, ""),
+        }
+        for t in done[:top]
+    ]
+
+
+def rows_table(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title)
+    for col in ("rank", "trial", "value", "config", "cell", "MLflow run"):
+        table.add_column(col, justify="right" if col in ("rank", "trial", "value") else "left")
+    for i, r in enumerate(rows, 1):
+        table.add_row(
+            str(i), str(r["trial"]), f"{r['value']:.4f}", r["config"], r["cell"], r["run_id"]
+        )
+    return table
+
+
+def cells_table(rows: list[dict[str, Any]]) -> Table:
+    """Per-cell studies: default value, best value and the gain from tuning."""
+    table = Table(title="per-cell tuning: gain over the default configuration")
+    for col in ("study", "complete", "default", "best", "gain", "best config"):
+        table.add_column(col, justify="left" if col in ("study", "best config") else "right")
+
+    def f(v: Any) -> str:
+        return "-" if v is None else f"{v:.4f}"
+
+    for r in rows:
+        table.add_row(
+            r["study"], str(r["complete"]), f(r["default"]), f(r["best"]), f(r["gain"]),
+            r["best_config"],
+        )  # fmt: skip
+    return table
+
+
+def _markdown(rows: list[dict[str, Any]]) -> str:
+    lines = ["| rank | trial | value | config | cell | MLflow run |", "|---|---|---|---|---|---|"]
+    for i, r in enumerate(rows, 1):
+        lines.append(
+            f"| {i} | {r['trial']} | {r['value']:.4f} | {r['config']} | {r['cell']} | {r['run_id']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _plot(name: str, folder: Path, make_html: Any, make_png: Any, files: list[Path]) -> None:
+    fig = make_html()
+    html = folder / f"{name}.html"
+    fig.write_html(str(html), include_plotlyjs="directory")
+    files.append(html)
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    ax = make_png()
+    png = folder / f"{name}.png"
+    figure = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
+    figure.savefig(png, dpi=120, bbox_inches="tight")
+    plt.close(figure)
+    files.append(png)
+
+
+def write_report(
+    spec: TuneSpec, study: optuna.Study, folder: Path, console: Console | None = None
+) -> Report:
+    """Write the report files into ``folder`` and print the table of best trials."""
+    import warnings
+
+    from optuna import visualization as vis
+    from optuna.visualization import matplotlib as vis_mpl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = best_rows(study, spec.tune.top)
+    report = Report(folder, rows)
+    md = folder / "best_trials.md"
+    md.write_text(_markdown(rows))
+    report.files.append(md)
+    if console is not None:
+        console.print(rows_table(rows, f"best trials of study {spec.study_name}"))
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # optuna's "experimental" warnings on the mpl plots
+        if complete:
+            _plot(
+                "optimization_history",
+                folder,
+                lambda: vis.plot_optimization_history(study),
+                lambda: vis_mpl.plot_optimization_history(study),
+                report.files,
+            )
+        else:
+            report.notes.append("no COMPLETE trial yet: no optimisation history")
+        varying = {
+            k for t in complete for k in t.params if len({u.params.get(k) for u in complete}) > 1
+        }
+        if len(complete) >= 2 and varying:
+            try:
+                _plot(
+                    "param_importances",
+                    folder,
+                    lambda: vis.plot_param_importances(study),
+                    lambda: vis_mpl.plot_param_importances(study),
+                    report.files,
+                )
+            except (ValueError, RuntimeError) as err:
+                report.notes.append(f"parameter importances skipped: {err}")
+        else:
+            report.notes.append(
+                "parameter importances need 2 COMPLETE trials and a parameter that varies"
+            )
+    if rows:
+        report.best_spec = write_best_spec(spec, rows[0], folder / "best.yaml")
+        report.files.append(report.best_spec)
+    else:
+        report.notes.append("no COMPLETE trial: no best configuration")
+    if console is not None:
+        for f in report.files:
+            console.print(f"wrote {f}", markup=False, highlight=False)
+        for n in report.notes:
+            console.print(f"note: {n}", markup=False, highlight=False)
+    return report
+
+
+def write_best_spec(spec: TuneSpec, row: dict[str, Any], path: Path) -> Path:
+    """Write the best trial's configuration as a grid spec (validated by the grid loader)."""
+    cfg = config_from_params(row["params"], spec.tune.space)
+    grid = best_grid(spec, cfg)
+    expand(parse_spec(grid, str(path)), str(path))  # ready to launch, or raise here
+    header = (
+        f"# Best configuration of study {spec.study_name!r}: trial {row['trial']}, "
+        f"value {row['value']:.6g}\n# {cfg.label}\n# Launch it with: gppo-sweep launch {path.name}\n"
+    )
+    path.write_text(header + yaml.safe_dump(grid, sort_keys=False))
+    return path

@@ -1,0 +1,282 @@
+"""The ask/tell loop: keep ``n_parallel`` trials running as Ray jobs until ``n_trials`` are done.
+
+One cycle (every ``tune.poll_s``): for each running trial, report the new intermediate values read
+back from its MLflow run to Optuna and prune it if the pruner says so (its Ray job is stopped);
+tell Optuna the finished ones (COMPLETE with the objective read from MLflow, FAIL when the job
+failed or logged no objective); then ask for new trials while slots are free.
+
+Done = COMPLETE + PRUNED trials of the study (whoever ran them); FAIL trials do not count, so a
+crash never shortens the study. Trials RUNNING in another live tuner are counted as in flight.
+Crash safety: see :mod:`gppo.sweep.tuning.recovery`.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from gppo.grid import SpecError
+from gppo.sweep.tuning import attrs, jobs, readback
+from gppo.sweep.tuning.cells import check_spec, trial_cell
+from gppo.sweep.tuning.percell import enqueue_default
+from gppo.sweep.tuning.progress import Progress
+from gppo.sweep.tuning.space import suggest
+from gppo.sweep.tuning.spec import TuneSpec
+from gppo.sweep.tuning.study import open_study
+
+
+class TuneError(RuntimeError):
+    """The study could not reach its trial count (too many failed trials)."""
+
+
+@dataclass
+class Active:
+    """A trial this tuner drives."""
+
+    trial: optuna.trial.Trial
+    run_id: str
+    job_id: str  # the Ray submission id
+    label: str
+    last_step: int = -1
+    reported: dict[int, float] = field(default_factory=dict)
+    unreachable_since: float | None = None
+
+    @property
+    def number(self) -> int:
+        return self.trial.number
+
+
+class Tuner:
+    """Run (or resume) the study of a tuning spec."""
+
+    def __init__(self, spec: TuneSpec, *, progress: Progress | None = None) -> None:
+        self.spec = spec
+        self.progress = progress or Progress(None)
+        self.owner = attrs.Owner.me()
+        self.active: dict[int, Active] = {}
+        self.failures = 0
+        self.k = int((spec.base.get("eval") or {}).get("k", 8))
+        self._last_beat = 0.0
+
+    # --- setup -------------------------------------------------------------------------------
+    def open(self) -> None:
+        grid = check_spec(self.spec)  # raises before anything is started
+        self.study = open_study(self.spec)
+        enqueue_default(self.spec, self.study)
+        experiment = grid.tracking.experiment or self.spec.name  # as for the grid spec
+        self.jobs = jobs.TrialDispatch(
+            grid.tracking.uri, experiment, self.spec.study_name, grid.ray.address
+        )
+
+    # --- the loop ------------------------------------------------------------------------------
+    def run(self) -> optuna.Study:
+        from gppo.sweep.tuning.recovery import recover
+
+        self.open()
+        t = self.spec.tune
+        max_failures = t.max_failures if t.max_failures is not None else t.n_trials
+        restore = _sigterm_as_interrupt()
+        try:
+            recover(self)
+            last_recover = time.monotonic()
+            with self.progress.live(self):
+                while True:
+                    if time.monotonic() - last_recover > t.stale_after_s / 2:
+                        recover(self)  # trials of tuners that died since (shared storage)
+                        last_recover = time.monotonic()
+                    self._poll()
+                    done, others = self._counts()
+                    if done >= t.n_trials and not self.active:
+                        break
+                    if self.failures > max_failures:
+                        if not self.active:
+                            raise TuneError(
+                                f"{self.failures} trials failed (max_failures={max_failures}); "
+                                f"last: {self._last_failure}"
+                            )
+                    else:  # at most one try per free slot and cycle (a launch may fail)
+                        for _ in range(self.spec.n_parallel - len(self.active)):
+                            if done + len(self.active) + others < t.n_trials:
+                                self._launch()
+                    if done >= t.n_trials and not self.active:
+                        break
+                    self._heartbeat()
+                    self.progress.update(self)
+                    time.sleep(t.poll_s)
+        except BaseException:
+            self._abandon("the tuner was interrupted")
+            raise
+        finally:
+            restore()
+            done, _ = self._counts()
+            self.jobs.close(any_running=self._any_running(), complete=done >= t.n_trials)
+        return self.study
+
+    _last_failure = ""
+
+    def _counts(self) -> tuple[int, int]:
+        """(done trials, trials RUNNING under another live tuner)."""
+        done = others = 0
+        for ft in self.study.get_trials(deepcopy=False):
+            if ft.state in (TrialState.COMPLETE, TrialState.PRUNED):
+                done += 1
+            elif ft.state == TrialState.RUNNING and ft.number not in self.active:
+                others += 1
+        return done, others
+
+    def _any_running(self) -> bool:
+        try:
+            states = (TrialState.RUNNING,)
+            return bool(self.active) or bool(self.study.get_trials(False, states=states))
+        except Exception:
+            return True
+
+    # --- one trial -------------------------------------------------------------------------------
+    def _launch(self) -> None:
+        trial = self.study.ask()
+        sa = self.study._storage.set_trial_user_attr
+        sa(trial._trial_id, attrs.OWNER, self.owner.as_attr())
+        sa(trial._trial_id, attrs.HEARTBEAT, time.time())
+        try:
+            cfg = suggest(trial, self.spec.tune.space)
+            cell, _ = trial_cell(self.spec, cfg, trial.number)
+        except (SpecError, ValueError) as err:
+            self._fail_number(trial.number, f"invalid configuration: {err}")
+            return
+        sa(trial._trial_id, attrs.CELL_ID, cell.id)
+        sa(trial._trial_id, attrs.CONFIG, cfg.label)
+        sa(trial._trial_id, attrs.RAY_ADDRESS, self.jobs.address)
+        try:
+            att = self.jobs.submit(cell, trial.number, trial.params)
+        except Exception as err:  # the dispatcher ended the run FAILED already
+            self._fail_number(trial.number, f"submit failed: {err}")
+            return
+        run_id, job_id = att.run_id, att.submission_id
+        sa(trial._trial_id, attrs.RUN_ID, run_id)
+        sa(trial._trial_id, attrs.JOB_ID, job_id)
+        self.active[trial.number] = Active(trial, run_id, job_id, cfg.label)
+        self.progress.event(f"trial {trial.number} started: {cfg.label} ({cell.id}, job {job_id})")
+
+    def adopt(self, trial: optuna.trial.Trial, run_id: str, job_id: str, label: str) -> None:
+        """Take over a trial whose job is still running (after its tuner died)."""
+        sa = self.study._storage.set_trial_user_attr
+        sa(trial._trial_id, attrs.OWNER, self.owner.as_attr())
+        sa(trial._trial_id, attrs.HEARTBEAT, time.time())
+        ft = self.study._storage.get_trial(trial._trial_id)
+        reported = dict(ft.intermediate_values)
+        last = max(reported, default=-1)
+        self.active[trial.number] = Active(trial, run_id, job_id, label, last, reported)
+        self.progress.event(f"trial {trial.number} re-attached to running job {job_id}")
+
+    def _report(self, a: Active) -> bool:
+        """Report new intermediate values; True when something new was reported."""
+        new = False
+        metric = self.spec.tune.intermediate.metric
+        for step, value in readback.intermediate_values(self.jobs.client, a.run_id, metric):
+            if step > a.last_step:
+                a.trial.report(value, step)
+                a.reported[step] = value
+                a.last_step = step
+                new = True
+        return new
+
+    def _poll(self) -> None:
+        for number, a in list(self.active.items()):
+            try:
+                self._poll_one(number, a)
+            except Exception as err:  # a transient store/cluster error: try again next cycle
+                self.progress.event(f"trial {number}: poll error ({type(err).__name__}: {err})")
+
+    def _poll_one(self, number: int, a: Active) -> None:
+        status = self.jobs.status(a.job_id)
+        if status == jobs.UNREACHABLE:  # the cluster may come back: fail only when stale
+            a.unreachable_since = a.unreachable_since or time.time()
+            if time.time() - a.unreachable_since < self.spec.tune.stale_after_s:
+                return
+        else:
+            a.unreachable_since = None
+        new = self._report(a)
+        if status in jobs.ACTIVE:
+            if new and a.trial.should_prune():
+                self.jobs.stop(a.job_id)
+                self.study.tell(number, state=TrialState.PRUNED, skip_if_finished=True)
+                self.jobs.end_run(a.run_id, a.job_id, "PRUNED", f"pruned at step {a.last_step}")
+                del self.active[number]
+                self.progress.event(f"trial {number} pruned at step {a.last_step}")
+            return
+        if status == jobs.SUCCEEDED:
+            self.finish_succeeded(number, a.run_id, a.job_id)
+        else:
+            tail = self.jobs.logs_tail(a.job_id, 3).replace("\n", " | ")
+            self._fail_number(number, f"job {a.job_id} {status}: {tail}", a.run_id, a.job_id)
+        del self.active[number]  # only once settled: an error above is retried next cycle
+
+    def finish_succeeded(self, number: int, run_id: str, job_id: str) -> None:
+        """The job exited 0: tell COMPLETE with the objective read back, or FAIL without one."""
+        value = readback.objective_value(
+            self.jobs.client, run_id, metric=self.spec.tune.objective.metric, k=self.k
+        )
+        if value is None:
+            what = self.spec.tune.objective.metric or f"eval avg@{self.k}"
+            self._fail_number(number, f"the job succeeded but logged no {what}", run_id, job_id)
+            return
+        self.study.tell(number, value, skip_if_finished=True)
+        self.jobs.end_run(run_id, job_id, "COMPLETE")
+        self.progress.event(f"trial {number} complete: {value:.4f}")
+
+    def _fail_number(
+        self, number: int, why: str, run_id: str | None = None, job_id: str = ""
+    ) -> None:
+        why = " ".join(why.split())[:500]
+        trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(
+            self.study._study_id, number
+        )
+        self.study._storage.set_trial_user_attr(trial_id, attrs.FAILURE, why)
+        self.study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+        if run_id:
+            self.jobs.end_run(run_id, job_id, "FAIL", why)
+        self.failures += 1
+        self._last_failure = why
+        self.progress.event(f"trial {number} failed: {why}")
+
+    def _heartbeat(self) -> None:
+        now = time.time()
+        if now - self._last_beat < min(10.0, self.spec.tune.stale_after_s / 4):
+            return
+        self._last_beat = now
+        for a in self.active.values():
+            self.study._storage.set_trial_user_attr(a.trial._trial_id, attrs.HEARTBEAT, now)
+
+    def _abandon(self, why: str) -> None:
+        """Stop this tuner's jobs and fail their trials (Ctrl-C, SIGTERM, an error)."""
+        for number, a in list(self.active.items()):
+            try:
+                self.jobs.stop(a.job_id)
+                self._fail_number(number, why, a.run_id, a.job_id)
+            except Exception:
+                pass
+        self.active.clear()
+
+
+def run_tuning(spec: TuneSpec, *, progress: Progress | None = None) -> optuna.Study:
+    """Run or resume ``spec``'s study to ``tune.n_trials`` finished trials; returns the study."""
+    return Tuner(spec, progress=progress).run()
+
+
+def _sigterm_as_interrupt() -> Callable[[], None]:
+    """SIGTERM ends the tuner like Ctrl-C (its jobs stopped, its trials FAIL)."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(_sig: int, _frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    return lambda: signal.signal(signal.SIGTERM, old)

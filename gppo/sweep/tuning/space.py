@@ -1,0 +1,197 @@
+"""Search space → Optuna parameters → one grid spec with a single cell (pure, no I/O).
+
+A trial is one point of the design space. :func:`suggest` draws it from an Optuna trial (ask);
+:func:`trial_grid` writes it as a grid spec mapping whose expansion is exactly one cell (the
+first seed of the base spec), so a trial goes through the grid loader, the backend and the
+dispatcher like any sweep cell. The same mapping with the base seeds is the best configuration's
+ready-to-launch grid spec (:func:`best_grid`).
+
+Optuna parameter names: ``divergence``, ``estimator`` (categorical, only when there is a choice),
+``alpha`` (the ``a`` of ``alpha:<a>``, only when that family was drawn), ``r_min`` or ``delta``
+(``delta_<divergence>`` when the divergence varies, since δ scales differ per divergence), ``lr``,
+and each ``settings`` key as written.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+from gppo.sweep.tuning.spec import ALPHA_FAMILY, Range, Space, TuneSpec
+
+
+@dataclass(frozen=True)
+class TrialConfig:
+    """One point of the design space, resolved to grid-spec values."""
+
+    divergence: str  # full name, e.g. "kl" or "alpha:0.734"
+    estimator: str
+    radius_param: str | None = None  # "r_min" | "delta"
+    radius: float | None = None
+    lr_key: str | None = None
+    lr: float | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        parts = [f"{self.divergence}/{self.estimator}"]
+        if self.radius_param:
+            parts.append(f"{self.radius_param}={self.radius:.4g}")
+        if self.lr_key:
+            parts.append(f"{self.lr_key}={self.lr:.3g}")
+        parts += [f"{k}={v}" for k, v in self.settings.items()]
+        return " ".join(parts)
+
+
+def alpha_name(a: float) -> str:
+    """``alpha:<a>`` with 4 significant digits, never exactly at the singular a = 0 or 1."""
+    text = f"{a:.4g}"
+    if float(text) == 1.0:
+        text = "0.9999" if a < 1 else "1.0001"
+    elif float(text) == 0.0:
+        text = "-0.0001" if a < 0 else "0.0001"
+    return f"alpha:{text}"
+
+
+def _suggest_range(trial: Any, name: str, r: Range) -> float | int:
+    if r.int:
+        return trial.suggest_int(name, int(r.low), int(r.high), log=r.log)
+    return trial.suggest_float(name, r.low, r.high, log=r.log)
+
+
+def _pick(trial: Any, name: str, choices: list[Any]) -> Any:
+    return choices[0] if len(choices) == 1 else trial.suggest_categorical(name, choices)
+
+
+def suggest(trial: Any, space: Space) -> TrialConfig:
+    """Draw one configuration from an Optuna trial (or a FixedTrial / FrozenTrial-like object)."""
+    family = _pick(trial, "divergence", space.divergences)
+    divergence = family
+    if family == ALPHA_FAMILY:
+        assert space.alpha is not None  # the spec validator guarantees it
+        divergence = alpha_name(float(_suggest_range(trial, "alpha", space.alpha)))
+    estimator = _pick(trial, "estimator", space.estimators)
+    radius_param = radius = None
+    if space.radius is not None:
+        radius_param = space.radius.param
+        name = radius_param
+        if radius_param == "delta" and len(space.divergences) > 1:
+            name = f"delta_{family}"
+        radius = trial.suggest_float(
+            name, space.radius.low, space.radius.high, log=space.radius.log
+        )
+    lr_key = lr = None
+    if space.lr is not None:
+        lr_key, lr = space.lr.key, float(_suggest_range(trial, "lr", space.lr))
+    settings = {
+        key: (
+            _pick(trial, key, value)
+            if isinstance(value, list)
+            else _suggest_range(trial, key, value)
+        )
+        for key, value in space.settings.items()
+    }
+    return TrialConfig(divergence, estimator, radius_param, radius, lr_key, lr, settings)
+
+
+def config_from_params(params: dict[str, Any], space: Space) -> TrialConfig:
+    """Rebuild a trial's configuration from its stored Optuna params (for reports, best spec)."""
+    import optuna
+
+    return suggest(optuna.trial.FixedTrial(params), space)
+
+
+def _set_dotted(section: dict[str, Any], key: str, value: Any) -> None:
+    node = section
+    *parents, leaf = key.split(".")
+    for p in parents:
+        child = node.get(p)
+        if not isinstance(child, dict):
+            child = node[p] = {}
+        node = child
+    node[leaf] = value
+
+
+def _grid_mapping(spec: TuneSpec, cfg: TrialConfig, *, seeds: Any, name: str) -> dict[str, Any]:
+    grid = copy.deepcopy(spec.base)
+    grid["name"] = name
+    grid["grid"] = {"divergences": [cfg.divergence], "estimators": [cfg.estimator]}
+    grid["baselines"] = []
+    grid["reference"] = f"{cfg.divergence}/{cfg.estimator}"
+    grid["seeds"] = seeds
+    # keep only the overrides and explicit δ that name this trial's cell (others are not in its grid)
+    base_id = f"{cfg.divergence.replace(':', '')}-{cfg.estimator}"
+    seed_ids = {f"{base_id}-s{s}" for s in _seed_list(seeds)}
+
+    def mine(key: str) -> bool:
+        return key in (base_id, cfg.divergence) or key in seed_ids
+
+    if isinstance(grid.get("overrides"), dict):
+        grid["overrides"] = {k: v for k, v in grid["overrides"].items() if mine(str(k))}
+    calibration = dict(grid.get("calibration") or {})
+    if isinstance(calibration.get("delta"), dict):
+        calibration["delta"] = {k: v for k, v in calibration["delta"].items() if mine(str(k))}
+    if cfg.radius_param == "r_min":
+        calibration["r_min"] = cfg.radius
+        calibration.pop("delta", None)  # an explicit δ would override the tuned r_min
+    elif cfg.radius_param == "delta":
+        calibration["delta"] = {cfg.divergence: cfg.radius}
+    if calibration:
+        grid["calibration"] = calibration
+    backend = grid.get("backend", "local")
+    section = dict(grid.get(backend) or {})
+    if cfg.lr_key is not None:
+        _set_dotted(section, cfg.lr_key, cfg.lr)
+    for key, value in cfg.settings.items():
+        _set_dotted(section, key, value)
+    grid[backend] = section
+    return grid
+
+
+def _seed_list(seeds: Any) -> list[int]:
+    if isinstance(seeds, int):
+        return list(range(seeds))
+    return list(seeds) if seeds else [0]
+
+
+def trial_grid(spec: TuneSpec, cfg: TrialConfig, number: int) -> dict[str, Any]:
+    """The grid spec of one trial: one cell, on the base spec's first seed."""
+    seed = _seed_list(spec.base.get("seeds", 1))[0]
+    return _grid_mapping(spec, cfg, seeds=[seed], name=f"{spec.study_name}-t{number}")
+
+
+def best_grid(spec: TuneSpec, cfg: TrialConfig) -> dict[str, Any]:
+    """A ready-to-launch grid spec of the best configuration, with the base spec's seeds."""
+    return _grid_mapping(spec, cfg, seeds=spec.base.get("seeds", 1), name=f"{spec.study_name}-best")
+
+
+def corner_configs(space: Space) -> list[TrialConfig]:
+    """Every categorical combination at both ends of the numeric ranges (for up-front checks)."""
+    out = []
+    for end in ("low", "high"):
+        for family in space.divergences:
+            for est in space.estimators:
+                divergence = family
+                if family == ALPHA_FAMILY and space.alpha is not None:
+                    divergence = alpha_name(getattr(space.alpha, end))
+                r = space.radius
+                lr = space.lr
+                settings = {
+                    k: (v[0] if end == "low" else v[-1])
+                    if isinstance(v, list)
+                    else (int(getattr(v, end)) if v.int else getattr(v, end))
+                    for k, v in space.settings.items()
+                }
+                out.append(
+                    TrialConfig(
+                        divergence,
+                        est,
+                        r.param if r else None,
+                        getattr(r, end) if r else None,
+                        lr.key if lr else None,
+                        (int(getattr(lr, end)) if lr.int else getattr(lr, end)) if lr else None,
+                        settings,
+                    )
+                )
+    return out

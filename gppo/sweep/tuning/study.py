@@ -1,0 +1,92 @@
+"""The Optuna study: RDB storage beside the MLflow store (or any SQLAlchemy URL), sampler, pruner.
+
+``load_if_exists`` is always on, so running the same spec again resumes the same study.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import optuna
+
+from gppo.sweep.tracking import resolve_tracking_uri, state_root
+from gppo.sweep.tuning.spec import (
+    HyperbandPrunerSpec,
+    MedianPrunerSpec,
+    NoPrunerSpec,
+    TuneSpec,
+)
+
+#: File name of the default Optuna store, next to the MLflow store.
+DEFAULT_DB = "optuna.db"
+
+
+def tracking_uri(spec: TuneSpec) -> str:
+    """The spec's MLflow tracking URI, resolved as the sweep does (relative SQLite made absolute)."""
+    return resolve_tracking_uri((spec.base.get("tracking") or {}).get("uri"))
+
+
+def storage_url(spec: TuneSpec) -> str:
+    """``tune.storage`` when given, else ``sqlite:///<folder of the MLflow store>/optuna.db``."""
+    if spec.tune.storage:
+        return spec.tune.storage
+    return f"sqlite:///{state_root(tracking_uri(spec)).parent / DEFAULT_DB}"
+
+
+def report_dir(spec: TuneSpec) -> Path:
+    """Default folder of the report files: ``tune-<study>`` beside the MLflow store."""
+    return state_root(tracking_uri(spec)).parent / f"tune-{spec.study_name}"
+
+
+def make_storage(url: str) -> optuna.storages.RDBStorage:
+    engine_kwargs = {}
+    if url.startswith("sqlite"):
+        engine_kwargs = {"connect_args": {"timeout": 60}}
+        path = url.split("sqlite:///", 1)[-1]
+        if path and path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+
+
+def make_pruner(spec: TuneSpec) -> optuna.pruners.BasePruner:
+    p = spec.tune.pruner
+    if isinstance(p, MedianPrunerSpec):
+        return optuna.pruners.MedianPruner(
+            n_startup_trials=p.n_startup_trials,
+            n_warmup_steps=p.n_warmup_steps,
+            interval_steps=p.interval_steps,
+        )
+    if isinstance(p, HyperbandPrunerSpec):
+        return optuna.pruners.HyperbandPruner(
+            min_resource=p.min_resource,
+            max_resource=p.max_resource,
+            reduction_factor=p.reduction_factor,
+        )
+    assert isinstance(p, NoPrunerSpec)
+    return optuna.pruners.NopPruner()
+
+
+def make_sampler(spec: TuneSpec) -> optuna.samplers.BaseSampler:
+    s = spec.tune.sampler
+    if s.kind == "random":
+        return optuna.samplers.RandomSampler(seed=s.seed)
+    # constant_liar: trials running in parallel are treated as bad, so they spread out
+    return optuna.samplers.TPESampler(
+        seed=s.seed, n_startup_trials=s.n_startup_trials, constant_liar=True
+    )
+
+
+def open_study(spec: TuneSpec) -> optuna.Study:
+    """Create the study, or load it when it exists (the same command resumes)."""
+    optuna.logging.set_verbosity(
+        int(os.environ.get("GPPO_OPTUNA_VERBOSITY", optuna.logging.WARNING))
+    )
+    return optuna.create_study(
+        storage=make_storage(storage_url(spec)),
+        study_name=spec.study_name,
+        direction="maximize",
+        sampler=make_sampler(spec),
+        pruner=make_pruner(spec),
+        load_if_exists=True,
+    )

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# GPU smoke test of the verl backend: ONE cell of a tiny grid, 2 training steps, a tiny model.
+#
+# Needs a machine with NVIDIA GPU(s), vLLM and verl 0.9.x installed next to gppo-sweep, and a
+# small chat model on local disk (nothing is downloaded). Never run by CI.
+#
+#   MODEL=/models/Qwen2.5-0.5B-Instruct GPUS=1 scripts/gpu-smoke.sh
+#
+# Variables: MODEL (required), GPUS (default 1), CELL (default kl-atomic-s0), WORK (scratch
+# directory, default a new /tmp dir), PYTHON (default python), DRY_RUN=1 (stop after checking
+# the cell's overrides with verl's config: runs without a GPU).
+#
+# What it does: writes two tiny math datasets and converts them with `gppo-sweep data prepare`;
+# writes a grid spec (backend verl, 2 steps, eval at steps 0 and 2, checkpoint every step);
+# builds the cell's Job with the verl backend (overrides checked against verl's config); creates
+# an MLflow run in $WORK/mlflow.db and runs the job's command with the job's environment plus
+# MLFLOW_TRACKING_URI / MLFLOW_RUN_ID (verl starts a local Ray itself); then checks that the run
+# has eval/avg_at_2 at steps 0 and 2, train/score at steps 1 and 2 and tag gppo.finished=true.
+set -euo pipefail
+
+: "${MODEL:?set MODEL to a small local chat model directory}"
+GPUS="${GPUS:-1}"
+CELL="${CELL:-kl-atomic-s0}"
+PYTHON="${PYTHON:-python}"
+WORK="${WORK:-$(mktemp -d /tmp/gppo-smoke.XXXXXX)}"
+mkdir -p "$WORK"
+echo "gpu-smoke: work dir $WORK"
+
+# --- 1. data --------------------------------------------------------------------------------
+cat > "$WORK/train.jsonl" <<'JSONL'
+{"problem": "What is 2 + 3?", "answer": "5"}
+{"problem": "What is 7 - 4?", "answer": "3"}
+{"problem": "What is 3 * 3?", "answer": "9"}
+{"problem": "What is 8 / 2?", "answer": "4"}
+JSONL
+cat > "$WORK/val.jsonl" <<'JSONL'
+{"problem": "What is 1 + 1?", "answer": "2"}
+{"problem": "What is 5 + 5?", "answer": "10"}
+JSONL
+PREPARE=("$PYTHON" -c "from gppo.backends.verl.commands import data_app; data_app()" prepare)
+"${PREPARE[@]}" "$WORK/train.jsonl" "$WORK/train.parquet" -s dapo_math_17k
+"${PREPARE[@]}" "$WORK/val.jsonl" "$WORK/aime24.parquet" -s aime24 --split test
+
+# --- 2. spec ----------------------------------------------------------------------------------
+cat > "$WORK/smoke.yaml" <<YAML
+name: gpu-smoke
+backend: verl
+verl:
+  domain: math
+  model_path: $MODEL
+  train_file: $WORK/train.parquet
+  val_files: {aime24: $WORK/aime24.parquet}
+  checkpoint_dir: $WORK/checkpoints
+  gpus_per_node: $GPUS
+  rollout_tp: 1
+  rollout_gpu_memory_utilization: 0.4
+  prompts_per_step: 4
+  group_size: 2
+  mini_batch_prompts: 2
+  max_prompt_length: 256
+  max_response_length: 256
+  total_steps: 2
+  eval_every: 2
+  save_every: 1
+  python: $PYTHON
+  extra_overrides:
+    - actor_rollout_ref.rollout.enforce_eager=true
+    - actor_rollout_ref.actor.use_torch_compile=false
+    - data.dataloader_num_workers=0
+grid: {divergences: [kl], estimators: [atomic]}
+benchmarks: [aime24]
+eval: {k: 2}
+ray: {resources: {num_cpus: 1, num_gpus: $GPUS}}
+YAML
+
+# --- 3. run the cell's job as the dispatcher would (minus Ray Jobs) ---------------------------
+"$PYTHON" - "$WORK" "$CELL" <<'PY'
+import os, subprocess, sys
+from mlflow.tracking import MlflowClient
+from gppo.backends.base import get_backend
+from gppo.grid.expand import expand
+from gppo.grid.load import load_spec
+
+work, cell_id = sys.argv[1], sys.argv[2]
+cells = {c.id: c for c in expand(load_spec(f"{work}/smoke.yaml"))}
+job = get_backend("verl").job(cells[cell_id])  # validates every override against verl
+uri = f"sqlite:///{work}/mlflow.db"
+client = MlflowClient(uri)
+run_id = client.create_run(client.create_experiment("gpu-smoke")).info.run_id
+env = {**os.environ, **job.env, "MLFLOW_TRACKING_URI": uri, "MLFLOW_RUN_ID": run_id}
+if os.environ.get("DRY_RUN") == "1":
+    argv = list(job.argv)
+    argv.insert(argv.index("--"), "--check-only")
+    sys.exit(subprocess.run(argv, env=env, cwd=work).returncode)
+print("gpu-smoke: running", job.entrypoint, flush=True)
+rc = subprocess.run(list(job.argv), env=env, cwd=work).returncode
+if rc != 0:
+    sys.exit(f"gpu-smoke: the job failed with exit code {rc}")
+run = client.get_run(run_id)
+def steps(key):
+    return sorted(m.step for m in client.get_metric_history(run_id, key))
+problems = []
+if steps("eval/avg_at_2") != [0, 2]:
+    problems.append(f"eval/avg_at_2 at steps {steps('eval/avg_at_2')}, wanted [0, 2]")
+if steps("eval/aime24/avg_at_2") != [0, 2]:
+    problems.append(f"eval/aime24/avg_at_2 at steps {steps('eval/aime24/avg_at_2')}")
+if steps("train/score") != [1, 2]:
+    problems.append(f"train/score at steps {steps('train/score')}, wanted [1, 2]")
+if run.data.tags.get("gppo.finished") != "true":
+    problems.append("tag gppo.finished is not true")
+if not any(k.startswith("train/clip_frac") for k in run.data.metrics):
+    problems.append("no GPPO clip diagnostics (train/clip_frac*): was the gppo loss used?")
+if problems:
+    sys.exit("gpu-smoke: FAILED: " + "; ".join(problems))
+print("gpu-smoke: OK", {k: v for k, v in sorted(run.data.metrics.items()) if k.startswith(("eval/", "train/score"))})
+PY

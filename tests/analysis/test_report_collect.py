@@ -1,0 +1,117 @@
+"""Collect from a real SQLite MLflow store (the sweep layout of CONVENTIONS.md) and write reports."""
+
+from __future__ import annotations
+
+import math
+
+from gppo import metrics as M
+from gppo.analysis.collect import collect
+from gppo.analysis.report import write_report
+from gppo.analysis.table import build_table1
+from gppo.grid.cell import Cell
+
+BENCH = {"A": 0.40, "B": 0.20}
+BASE = {"A": 0.05, "B": 0.01}
+
+
+def _cell(method, div, est, seed=0, domain="math"):
+    cid = f"{div}-{est}-s{seed}" if method == "gppo" else f"{method}-s{seed}"
+    return Cell(cid, method, div, est, None, seed, settings={"domain": domain})
+
+
+def _populate(store):
+    store.cell("gppo", "tv", "mc", scores={"A": 0.30, "B": 0.20}, base=BASE)
+    # kl/atomic: attempt 1 failed, attempt 2 finished -> attempt 2 counts
+    store.cell("gppo", "kl", "atomic", attempt=1, status="FAILED", finished=False, base=BASE)
+    store.cell("gppo", "kl", "atomic", attempt=2, scores=BENCH, base=BASE)
+    store.cell("gppo", "kl", "mc", status="RUNNING", finished=False, base=BASE)  # still running
+    store.cell("gppo", "chi2", "atomic", status="FAILED", finished=False)  # failed, no retry
+    store.cell("gspo", None, None, scores={"A": 0.35, "B": 0.15}, base=BASE)
+    # a run of another sweep in the same store must not leak in
+    sweep_id, store.sweep_id = store.sweep_id, "other-0000"
+    store.cell("gppo", "tv", "binary", scores={"A": 0.9, "B": 0.9})
+    store.sweep_id = sweep_id
+
+
+def test_collect_latest_attempt_statuses_base_and_missing(store):
+    _populate(store)
+    expected = [_cell("gppo", d, e) for d in ("tv", "kl", "chi2") for e in ("mc", "atomic")]
+    expected.append(_cell("gspo", None, None))
+    got = collect(store.sweep_id, store.uri, expected=expected)
+    tidy = got.tidy
+    assert got.k == 8 and got.parent_run_id == store.parent
+    status = tidy.drop_duplicates(["cell", "seed"]).set_index("cell")["status"].to_dict()
+    assert status == {
+        "tv/mc": "finished",
+        "kl/atomic": "finished",
+        "kl/mc": "running",
+        "chi2/atomic": "failed",
+        "gspo": "finished",
+        "base": "finished",
+        "tv/atomic": "missing",
+        "chi2/mc": "missing",
+    }
+    scores = tidy[tidy.status == "finished"].set_index(["cell", "benchmark"])["score"]
+    assert scores[("kl/atomic", "A")] == 0.40 and scores[("gspo", "B")] == 0.15
+    # base row = the step-0 eval of the reference cell, read from the metric history
+    assert scores[("base", "A")] == 0.05 and scores[("base", "B")] == 0.01
+    runs = got.runs.set_index("cell")
+    assert runs.loc["kl/atomic", "attempt"] == 2
+    assert runs.loc["tv/mc", "steps"] == 10 and math.isclose(runs.loc["tv/mc", "wall_time_s"], 0.5)
+
+
+def test_base_row_prefers_eval_base_metric_and_falls_back_to_other_cells(store):
+    store.cell("gppo", "kl", "atomic", scores=BENCH, base={"A": 0.07, "B": 0.02}, base_name=True)
+    got = collect(store.sweep_id, store.uri)  # no tv/mc run at all
+    base = got.tidy[got.tidy.cell == "base"].set_index("benchmark")["score"]
+    assert base.to_dict() == {"A": 0.07, "B": 0.02}
+
+
+def test_sweep_still_running_renders_dashes_with_footnotes(store):
+    _populate(store)
+    expected = [_cell("gppo", "tv", "atomic")]
+    table = build_table1(collect(store.sweep_id, store.uri, expected=expected).tidy)
+    rows = {r.cell: r for r in table.blocks[0].rows}
+    assert (
+        rows["kl/mc"].entries["A"].mean is None and rows["kl/mc"].entries["A"].reason == "running"
+    )
+    assert rows["tv/atomic"].entries["avg"].reason == "missing"
+    assert rows["chi2/atomic"].entries["avg"].reason == "failed"
+    assert str(rows["kl/atomic"].rel_pct) == "20.00"  # 30.0 vs 25.0
+    assert [f.reason for f in table.footnotes] == ["failed", "running", "missing"]
+
+
+def test_write_report_writes_every_format_and_attaches_to_parent_run(store, tmp_path):
+    _populate(store)
+    curves = {
+        M.TRAIN_SCORE: [0.1, 0.2, 0.3],
+        M.ENTROPY: [1.0, 0.8, 0.7],
+        M.clip_frac_bucket("mu_lt_0.01"): [0.1, 0.1, 0.2],
+        M.clip_frac_bucket("mu_ge_0.5"): [0.01, 0.02, 0.01],
+    }
+    store.cell("gppo", "tv", "atomic", scores=BENCH, base=BASE, curves=curves)
+    out = tmp_path / "report"
+    report = write_report(store.sweep_id, store.uri, out, figures=True)
+    names = sorted(p.name for p in report.files)
+    for stem in ("table1.md", "table1.tex", "table1.html", "table1.csv"):
+        assert stem in names
+    for stem in ("figure2_dynamics", "figure2_clip_by_mu"):
+        assert f"{stem}.png" in names and f"{stem}.svg" in names
+    assert report.attached
+    listed = {a.path for a in store.client.list_artifacts(store.parent, "report")}
+    assert {f"report/{n}" for n in names} <= listed
+    assert "41.5" not in (out / "table1.md").read_text()  # sanity: our numbers, not the paper's
+    assert "30.0" in (out / "table1.md").read_text()
+
+
+def test_sql_fast_path_and_search_runs_path_agree(store):
+    _populate(store)
+    store.cell("gppo", "tv", "atomic", scores=BENCH, base=BASE, base_name=True)
+    fast = collect(store.sweep_id, store.uri)
+    slow = collect(store.sweep_id, store.uri, fast=False)
+    assert fast.parent_run_id == slow.parent_run_id
+    # a running cell's wall time is "now - start": it differs between two calls
+    for a, b in ((fast.tidy, slow.tidy), (fast.runs, slow.runs)):
+        done = a["status"] != "running"
+        assert a[done].equals(b[done])
+        assert a.drop(columns="wall_time_s").equals(b.drop(columns="wall_time_s"))

@@ -1,0 +1,145 @@
+"""`gppo-sweep report` / `regions` through typer, and one-line errors for bad CSV input."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from gppo.analysis.commands import regions, report
+from gppo.analysis.report import resolve_spec
+from gppo.analysis.tidy import ReportInputError, read_scores_csv
+
+PAPER_CSV = Path(__file__).parent / "data" / "paper_table1.csv"
+HEADER = "domain,cell,benchmark,seed,score\n"
+
+app = typer.Typer()
+app.command()(report)
+app.command()(regions)
+runner = CliRunner()
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("domain,cell,seed,score\nm,tv/mc,0,0.1\n", "missing column(s) benchmark; required: "),
+        (HEADER + "m,tv/mc,A,0,abc\n", "row 2, column score: 'abc' is not a number"),
+        (
+            HEADER + "m,tv/mc,A,0,0.1\nm,kl/mc,A,0,34.6\n",
+            "row 3, column score: 34.6 is outside [0, 1]",
+        ),
+        (HEADER + "m,tv/mc,A,x,0.1\n", "row 2, column seed: 'x' is not an integer"),
+        (
+            "domain,cell,benchmark,seed,score,colour\nm,a,A,0,0.1,red\n",
+            "unknown column 'colour'; allowed: ",
+        ),
+        (
+            "domain,cell,benchmark,seed,score,status\nm,a,,0,,lost\n",
+            "column status: 'lost'; allowed: finished, failed, running, missing",
+        ),
+        (
+            HEADER + "m,tv/mc,A,0,0.1\nm,tv/mc,A,0,0.2\n",
+            "row 3: duplicate (domain, cell, benchmark, seed)",
+        ),
+        (HEADER + ",tv/mc,A,0,0.1\n", "row 2, column domain: empty"),
+        ("", "not a readable CSV"),
+    ],
+)
+def test_bad_csv_one_line_error_naming_file_row_column(tmp_path, text, expected):
+    path = tmp_path / "scores.csv"
+    path.write_text(text)
+    with pytest.raises(ReportInputError) as err:
+        read_scores_csv(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}: ") and expected in message and "\n" not in message
+
+
+def test_report_from_csv_writes_every_format_and_prints_the_table(tmp_path):
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["report", "--from-csv", str(PAPER_CSV), "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    names = {p.name for p in out.iterdir()}
+    assert {"table1.md", "table1.tex", "table1.html", "table1.csv"} <= names
+    assert {"figure1_regions.png", "figure1_regions.svg"} <= names
+    assert "41.5" in result.output and "+49.82%" in result.output and "(RIPO)" in result.output
+
+
+def test_report_from_several_csvs_and_one_format(tmp_path):
+    lines = PAPER_CSV.read_text().splitlines()
+    math, code = tmp_path / "math.csv", tmp_path / "code.csv"
+    math.write_text("\n".join([lines[0], *[ln for ln in lines[1:] if ln.startswith("math")]]))
+    code.write_text("\n".join([lines[0], *[ln for ln in lines[1:] if ln.startswith("code")]]))
+    out = tmp_path / "out"
+    args = ["report", "--from-csv", str(math), str(code), "--format", "csv", "--no-figures"]
+    result = runner.invoke(app, [*args, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in out.iterdir()) == ["table1.csv"]
+    text = (out / "table1.csv").read_text()
+    assert "math,kl/atomic,48.9,33.9,48.7,34.4,,,,,41.5,49.82" in text
+    assert "code,kl/atomic,,,,,70.7,65.1,42.3,60.8,59.7,13.93" in text
+
+
+def test_report_bad_input_exits_2_with_one_line(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(HEADER + "math,tv/mc,A,0,41.5\n")
+    result = runner.invoke(app, ["report", "--from-csv", str(bad), "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"error: {bad}: row 2, column score: 41.5 is outside [0, 1] (scores are fractions, not percent)"
+    )
+    result = runner.invoke(app, ["report", "--from-csv", str(bad), "--format", "pdf"])
+    assert (
+        result.exit_code == 2
+        and "unknown format 'pdf'; allowed: md, latex, html, csv, all" in result.output
+    )
+
+
+def test_report_from_spec_reads_the_sweep_and_attaches(tmp_path, store):
+    spec = tmp_path / "grid.yaml"
+    spec.write_text(
+        "name: demo\nbackend: local\nlocal: {domain: math}\n"
+        "grid: {divergences: [tv, kl], estimators: [mc, atomic]}\n"
+        f"tracking: {{uri: '{store.uri}'}}\n"
+    )
+    target = resolve_spec(spec)
+    assert target.tracking_uri == store.uri and len(target.cells) == 4
+    store.sweep_id = target.sweep_id
+    store.parent = store.client.create_run(
+        store.exp,
+        tags={"gppo.role": "sweep", "gppo.sweep_id": target.sweep_id},
+    ).info.run_id
+    bench = target.benchmarks
+    store.cell(
+        "gppo", "tv", "mc", scores=dict.fromkeys(bench, 0.25), base=dict.fromkeys(bench, 0.1)
+    )
+    store.cell("gppo", "kl", "atomic", scores=dict.fromkeys(bench, 0.5))
+    store.cell("gppo", "kl", "mc", status="RUNNING", finished=False)
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["report", str(spec), "-o", str(out), "--no-figures"])
+    assert result.exit_code == 0, result.output
+    md = (out / "table1.md").read_text()
+    # kl/mc still running (a), tv/atomic missing (b): marks follow the reasons present
+    assert "+100.00%" in md and "—^a" in md and "—^b" in md and "(b) no result, no run" in md
+    assert "attached to MLflow run" in result.output
+    assert {a.path for a in store.client.list_artifacts(store.parent, "report")} >= {
+        "report/table1.md",
+        "report/table1.csv",
+    }
+
+
+def test_regions_draws_figure1_and_prints_bounds(tmp_path):
+    out = tmp_path / "regions.svg"
+    args = ["regions", "-d", "tv", "-d", "kl", "-e", "atomic", "--r-min", "0.8", "-o", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert out.exists() and out.stat().st_size > 0
+    assert "0.22314" in result.output  # δ_KL = -log 0.8
+    assert "1.222" in result.output  # tv-atomic r_hi at μ = 0.9: 1 + 0.2 / 0.9
+
+
+def test_regions_unknown_divergence_exits_2(tmp_path):
+    result = runner.invoke(app, ["regions", "-d", "nope", "-o", str(tmp_path / "f.png")])
+    assert result.exit_code == 2
+    assert result.output.startswith("error: ") and "tv" in result.output

@@ -1,0 +1,84 @@
+"""Figures 1-2: structure of the matplotlib objects (axes, lines, labels), never pixels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gppo import metrics as M
+from gppo.analysis import figures as F
+
+
+def test_figure1_one_panel_per_divergence_two_lines_per_estimator_and_mc_band(tmp_path):
+    cells = [(d, e) for d in ("kl", "tv") for e in ("mc", "atomic", "binary")]
+    fig = F.figure1_regions(cells)
+    assert len(fig.axes) == 2
+    tv, kl = fig.axes  # paper order: TV before KL
+    assert tv.get_title().startswith("TV (δ = 0.2)") and kl.get_title().startswith("KL")
+    for ax in fig.axes:
+        assert ax.get_xscale() == "log"
+        labels = [ln.get_label() for ln in ax.get_lines()]
+        assert labels == [
+            "MC r_hi",
+            "MC r_lo",
+            "Binary r_hi",
+            "Binary r_lo",
+            "Atomic r_hi",
+            "Atomic r_lo",
+        ]
+        assert [c.get_label() for c in ax.collections] == ["MC band"]
+    # the MC lines are the band's edges: kl-mc is [e^-δ, e^δ] = [0.8, 1.25] at r_min = 0.8
+    hi, lo = kl.get_lines()[0].get_ydata(), kl.get_lines()[1].get_ydata()
+    assert np.allclose(hi, 1.25) and np.allclose(lo, 0.8)
+    # atomic widens as μ decreases
+    atomic_hi = np.asarray(tv.get_lines()[4].get_ydata())
+    assert atomic_hi[0] > atomic_hi[-1]
+    paths = F.save(fig, tmp_path / "fig1")
+    assert [p.suffix for p in paths] == [".png", ".svg"] and all(p.stat().st_size for p in paths)
+
+
+def test_region_table_bounds_at_a_few_mu():
+    table = F.region_table([("tv", "binary"), ("chi2", "atomic")], mus=(0.1, 0.5))
+    tvb = table[table.estimator == "binary"].set_index("mu")
+    assert tvb.loc[0.5, "r_lo"] == pytest.approx(0.8) and tvb.loc[0.5, "r_hi"] == pytest.approx(1.2)
+    ripo = table[table.divergence == "chi2"].set_index("mu")
+    assert ripo.loc[0.1, "r_hi"] == pytest.approx(1 + (0.04 / 0.1) ** 0.5)
+
+
+def _curves():
+    rows = []
+    for domain in ("math", "code"):
+        for cell in ("tv/mc", "kl/atomic", "gspo"):
+            for seed in (0, 1):
+                for step in range(1, 4):
+                    rows.append((domain, cell, seed, M.TRAIN_SCORE, step, 0.1 * step + seed))
+                    rows.append((domain, cell, seed, M.ENTROPY, step, 1.0 / step))
+                    if "/" in cell:
+                        for b, *_ in M.MU_BUCKETS:
+                            rows.append((domain, cell, seed, M.clip_frac_bucket(b), step, 0.01))
+    return pd.DataFrame(rows, columns=["domain", "cell", "seed", "metric", "step", "value"])
+
+
+def test_figure2_dynamics_score_solid_entropy_dashdot_per_domain():
+    fig = F.figure2_dynamics(_curves())
+    assert len(fig.axes) == 4  # (score axis + entropy twin) per domain
+    score_ax, code_ax, twin, _ = fig.axes  # the twins are added after the panels
+    assert score_ax.get_title() == "math" and code_ax.get_title() == "code"
+    assert twin.get_shared_x_axes().joined(score_ax, twin)
+    assert [ln.get_linestyle() for ln in score_ax.get_lines()] == ["-"] * 3
+    assert [ln.get_linestyle() for ln in twin.get_lines()] == ["-."] * 3
+    assert [ln.get_label() for ln in score_ax.get_lines()] == ["tv/mc", "kl/atomic", "gspo"]
+    # seeds are averaged per step: (0.1 s + 0 + 0.1 s + 1) / 2
+    assert np.allclose(score_ax.get_lines()[0].get_ydata(), [0.6, 0.7, 0.8])
+    assert twin.get_ylabel().startswith("entropy")
+
+
+def test_figure2_clip_fraction_per_mu_bucket_per_estimator():
+    fig = F.figure2_clip_by_mu(_curves())
+    assert len(fig.axes) == 2
+    ax = fig.axes[0]
+    assert [c.get_label() for c in ax.containers] == ["MC", "Atomic"]  # grid cells only
+    assert all(len(c.patches) == len(M.MU_BUCKETS) for c in ax.containers)
+    ticks = [t.get_text() for t in ax.get_xticklabels()]
+    assert ticks == ["μ < 0.01", "0.01 ≤ μ < 0.1", "0.1 ≤ μ < 0.5", "μ ≥ 0.5"]

@@ -1,0 +1,241 @@
+"""Table 1 model and renderers: the paper's numbers, rounding, ranks and ties, seeds, gaps."""
+
+from __future__ import annotations
+
+import io
+import re
+from decimal import Decimal
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from scipy import stats
+
+from gppo.analysis.render import to_csv, to_html, to_latex, to_markdown
+from gppo.analysis.table import build_table1, pct, quantize
+from gppo.analysis.tidy import normalise, read_scores_csv
+
+PAPER_CSV = Path(__file__).parent / "data" / "paper_table1.csv"
+
+# Avg. and relative change exactly as printed in the paper's Table 1, row by row.
+PAPER_PRINTED = {
+    "math": {
+        "tv/mc": ("27.7", "0.00"),
+        "tv/binary": ("39.0", "40.79"),
+        "tv/atomic": ("36.3", "31.05"),
+        "hellinger/mc": ("31.8", "14.80"),
+        "hellinger/binary": ("35.4", "27.80"),
+        "hellinger/atomic": ("36.9", "33.21"),
+        "chi2/mc": ("27.7", "0.00"),
+        "chi2/binary": ("34.8", "25.63"),
+        "chi2/atomic": ("40.5", "46.21"),
+        "kl/mc": ("34.6", "24.91"),
+        "kl/binary": ("37.2", "34.30"),
+        "kl/atomic": ("41.5", "49.82"),
+        "gspo": ("35.1", "26.71"),
+        "gmpo": ("35.1", "26.71"),
+        "sapo": ("35.0", "26.35"),
+        "cispo": ("30.5", "10.11"),
+        "clip_cov": ("31.5", "13.72"),
+        "base": ("8.2", "-70.40"),
+    },
+    "code": {
+        "tv/mc": ("52.4", "0.00"),
+        "tv/binary": ("53.8", "2.67"),
+        "tv/atomic": ("54.9", "4.77"),
+        "hellinger/mc": ("54.4", "3.82"),
+        "hellinger/binary": ("55.9", "6.68"),
+        "hellinger/atomic": ("58.1", "10.88"),
+        "chi2/mc": ("52.4", "0.00"),
+        "chi2/binary": ("54.8", "4.58"),
+        "chi2/atomic": ("57.2", "9.16"),
+        "kl/mc": ("54.3", "3.63"),
+        "kl/binary": ("55.9", "6.68"),
+        "kl/atomic": ("59.7", "13.93"),
+        "gspo": ("53.7", "2.48"),
+        "gmpo": ("54.4", "3.82"),
+        "sapo": ("53.5", "2.10"),
+        "cispo": ("51.3", "-2.10"),
+        "clip_cov": ("53.0", "1.15"),
+        "base": ("28.3", "-45.99"),
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def paper():
+    return build_table1(read_scores_csv(PAPER_CSV), k=8)
+
+
+def _tidy(rows):
+    return normalise(pd.DataFrame(rows, columns=["domain", "cell", "benchmark", "seed", "score"]))
+
+
+def test_paper_table1_reproduces_every_printed_avg_and_percentage(paper):
+    out = pd.read_csv(io.StringIO(to_csv(paper)), dtype=str, keep_default_na=False)
+    got = {
+        (d, c): (a, r)
+        for d, c, a, r in zip(out.domain, out.cell, out.avg, out.rel_pct, strict=True)
+    }
+    expected = {(d, c): v for d, rows in PAPER_PRINTED.items() for c, v in rows.items()}
+    assert got == expected  # all 36 rows, both domains, nothing extra
+    md = to_markdown(paper)
+    for rows in PAPER_PRINTED.values():
+        for avg, rel in rows.values():
+            sign = "" if rel.startswith("-") else "+"
+            assert f"{sign}{rel}%" in md
+            assert avg in md
+
+
+def test_paper_layout_rows_groups_and_known_methods(paper):
+    md = to_markdown(paper)
+    for label in ("MC (GRPO)", "MC (DAPO)", "Binary (DPPO)", "Atomic (RIPO)"):
+        assert md.count(f"| {label} ") == 2  # once per domain
+    math = md.split("### code")[0]
+    lines = [ln for ln in math.splitlines() if ln.startswith("| ") and "---" not in ln][1:]
+    assert lines[0].startswith("| TV ") and "MC (GRPO)" in lines[0]
+    assert lines[12].startswith("| Other baselines ") and "GSPO" in lines[12]
+    assert lines[-1].startswith("| Base model ")
+    assert len(lines) == 18
+    header = md.splitlines()[2]
+    assert "AIME24" in header and "Avg." in header and "Δ vs tv/mc" in header
+
+
+def test_paper_highlights_and_ties(paper):
+    math = next(b for b in paper.blocks if b.domain == "math")
+    ranks = {r.cell: r.entries for r in math.rows}
+    assert ranks["kl/atomic"]["avg"].rank == 1
+    assert ranks["chi2/atomic"]["avg"].rank == 2
+    assert ranks["tv/binary"]["avg"].rank == 3
+    # AIME25: 33.9, 32.9, then 32.5 three times -> all three share rank 3
+    third = sorted(c for c, e in ranks.items() if e["AIME25"].rank == 3)
+    assert third == ["chi2/atomic", "hellinger/atomic", "tv/binary"]
+    assert ranks["base"]["avg"].rank is None  # the base model is never ranked
+    code = next(b for b in paper.blocks if b.domain == "code")
+    cf = {r.cell: r.entries["Codeforces"].rank for r in code.rows}
+    # 70.7, then 68.2 twice (rank 2, shared) -> competition ranking leaves no rank 3
+    assert cf["kl/atomic"] == 1 and cf["hellinger/atomic"] == cf["chi2/atomic"] == 2
+    assert 3 not in cf.values()
+    md, tex, html = to_markdown(paper), to_latex(paper), to_html(paper)
+    assert "**41.5**" in md and "<u>40.5</u>" in md and "*39.0*" in md
+    assert r"\textbf{41.5}" in tex and r"\underline{40.5}" in tex and r"\textit{39.0}" in tex
+    assert r"\toprule" in tex and r"\midrule" in tex and r"\bottomrule" in tex
+    assert r"\multirow" in tex and r"$\chi^2$" in tex and r"+49.82\%" in tex
+    best_rules = re.findall(r"([^{}]+)\{\s*background-color: #74c476;", html)
+    assert len(best_rules) == 2  # one rule per domain block
+    cell_id = re.search(r'<td id="(\w+)"[^>]*>41.5</td>', html).group(1)
+    assert cell_id in best_rules[0] and best_rules[0].count("#T_") == 5  # 4 benchmarks + Avg
+
+
+def test_avg_rounds_half_up_in_decimal_not_float():
+    # mean 27.65 exactly (float mean would be 27.649999...): half-up gives 27.7
+    rows = [
+        ("m", "tv/mc", b, 0, s) for b, s in zip("ABCD", (0.346, 0.208, 0.333, 0.219), strict=True)
+    ]
+    rows += [
+        ("m", "kl/atomic", b, 0, s)
+        for b, s in zip("ABCD", (0.489, 0.339, 0.487, 0.344), strict=True)
+    ]
+    table = build_table1(_tidy(rows))
+    entries = {r.cell: r for r in table.blocks[0].rows}
+    assert str(entries["tv/mc"].entries["avg"].mean) == "27.7"
+    assert str(entries["kl/atomic"].entries["avg"].mean) == "41.5"
+    assert str(entries["kl/atomic"].rel_pct) == "49.82"
+    assert quantize(pct(0.00005 * 2 + 0.1234), 1) == Decimal("12.4")
+
+
+def test_ties_share_highlight_and_next_rank_is_skipped():
+    scores = {"a/mc": 0.5, "b/mc": 0.5, "c/mc": 0.4, "d/mc": 0.3, "e/mc": 0.3, "f/mc": 0.2}
+    table = build_table1(_tidy([("m", c, "X", 0, s) for c, s in scores.items()]), reference="a/mc")
+    ranks = {r.cell: r.entries["X"].rank for r in table.blocks[0].rows}
+    assert ranks == {"a/mc": 1, "b/mc": 1, "c/mc": 3, "d/mc": None, "e/mc": None, "f/mc": None}
+    # a tie at the third place highlights every tied entry
+    scores = {"a/mc": 0.5, "b/mc": 0.4, "c/mc": 0.3, "d/mc": 0.3, "e/mc": 0.2}
+    table = build_table1(_tidy([("m", c, "X", 0, s) for c, s in scores.items()]), reference="a/mc")
+    ranks = {r.cell: r.entries["X"].rank for r in table.blocks[0].rows}
+    assert ranks == {"a/mc": 1, "b/mc": 2, "c/mc": 3, "d/mc": 3, "e/mc": None}
+
+
+def test_several_seeds_mean_ci_rank_by_mean_and_seed_counts():
+    rows = []
+    seeds = {"tv/mc": [0.30, 0.32, 0.34], "kl/atomic": [0.40, 0.45, 0.50], "gspo": [0.41, 0.43]}
+    for cell, values in seeds.items():
+        for seed, v in enumerate(values):
+            rows += [("math", cell, "X", seed, v), ("math", cell, "Y", seed, v / 2)]
+    table = build_table1(_tidy(rows))
+    assert table.multi_seed
+    row = {r.cell: r for r in table.blocks[0].rows}
+    x = [40.0, 45.0, 50.0]
+    half = float(stats.t.ppf(0.975, 2) * stats.tstd(x) / 3**0.5)
+    e = row["kl/atomic"].entries["X"]
+    assert (str(e.mean), e.n) == ("45.0", 3)
+    assert e.ci == quantize(Decimal(repr(half)), 1)
+    assert row["gspo"].n_seeds == 2 and row["kl/atomic"].n_seeds == 3
+    assert e.rank == 1 and row["gspo"].entries["X"].rank == 2  # by mean, not by upper bound
+    md = to_markdown(table)
+    assert f"45.0 ± {e.ci}" in md and "| Seeds" in md and "95% CI" in md
+    out = pd.read_csv(io.StringIO(to_csv(table)), dtype=str)
+    assert {"X_ci95", "avg_ci95", "n_seeds"} <= set(out.columns)
+    assert out.set_index("cell").loc["gspo", "n_seeds"] == "2"
+
+
+def test_one_seed_has_no_ci_and_no_seed_column(paper):
+    assert not paper.multi_seed
+    assert "±" not in to_markdown(paper) and "Seeds" not in to_markdown(paper)
+
+
+def test_unfinished_and_missing_cells_show_dash_with_a_footnote():
+    rows = [
+        {"domain": "math", "cell": "tv/mc", "benchmark": "X", "seed": 0, "score": 0.3},
+        {"domain": "math", "cell": "kl/mc", "benchmark": "X", "seed": 0, "score": 0.35},
+        {
+            "domain": "math",
+            "cell": "kl/mc",
+            "benchmark": "",
+            "seed": 1,
+            "score": None,
+            "status": "failed",
+        },
+        {
+            "domain": "math",
+            "cell": "kl/atomic",
+            "benchmark": "",
+            "seed": 0,
+            "score": None,
+            "status": "running",
+        },
+        {
+            "domain": "math",
+            "cell": "chi2/binary",
+            "benchmark": "",
+            "seed": 0,
+            "score": None,
+            "status": "missing",
+        },
+        {
+            "domain": "math",
+            "cell": "gspo",
+            "benchmark": "",
+            "seed": 0,
+            "score": None,
+            "status": "failed",
+        },
+    ]
+    table = build_table1(normalise(pd.DataFrame(rows)))
+    marks = {f.reason: f.mark for f in table.footnotes}
+    assert marks == {"failed": "a", "running": "b", "missing": "c"}
+    texts = {f.reason: f.text for f in table.footnotes}
+    assert "kl/atomic (math, seed 0)" in texts["running"]
+    assert "chi2/binary" in texts["missing"] and "gspo" in texts["failed"]
+    assert "kl/mc (math, seed 1)" in texts["failed"]  # partial: one of two seeds failed
+    md = to_markdown(table)
+    assert "—^b" in md and "—^c" in md and "—^a" in md
+    assert "(b) no result, still running" in md
+    row = {r.cell: r for r in table.blocks[0].rows}
+    assert row["kl/mc"].n_seeds == 1 and str(row["kl/mc"].entries["X"].mean) == "35.0"
+    assert row["kl/atomic"].entries["X"].mean is None and row["kl/atomic"].rel_pct is None
+    tex, html = to_latex(table), to_html(table)
+    assert r"---\textsuperscript{b}" in tex and "—<sup>b</sup>" in html
+    out = pd.read_csv(io.StringIO(to_csv(table)), dtype=str, keep_default_na=False)
+    running = out.set_index("cell").loc["kl/atomic"]
+    assert running["X"] == "" and running["note"] == "running:0"

@@ -1,0 +1,80 @@
+"""Shared fixtures: one real local Ray head for the whole session, specs on the probe backend."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from gppo.sweep.cluster import start_local_head, stop_local_head
+
+from . import probe_backend  # noqa: F401  (registers the "probe" backend)
+
+TESTS_DIR = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray head on loopback with free ports (started once, ~5-10 s)."""
+    state = Path(tempfile.mkdtemp(prefix="gppo-ray-"))
+    cluster = start_local_head(state, num_cpus=4, num_gpus=0)
+    try:
+        yield cluster
+    finally:
+        stop_local_head(state)
+
+
+@pytest.fixture(autouse=True)
+def _no_ray_address(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("MLFLOW_RUN_ID", raising=False)
+
+
+def write_spec(tmp_path: Path, address: str | None, name: str = "probe", **overrides) -> Path:
+    """A probe spec whose store is tmp_path/mlflow.db and whose markers go to tmp_path/m."""
+    spec = {
+        "name": name,
+        "backend": "probe",
+        "probe": {"steps": 2, "marker_dir": str(tmp_path / "m")},
+        "grid": {"divergences": ["tv", "kl"], "estimators": ["mc"]},
+        "seeds": 1,
+        "tracking": {"uri": f"sqlite:///{tmp_path}/mlflow.db"},
+        "ray": {
+            "address": address,
+            "max_concurrent": 2,
+            "resources": {"num_cpus": 0.5},
+        },
+        "retries": {"max": 1, "backoff_s": 0.2},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(spec.get(key), dict):
+            spec[key] = {**spec[key], **value}
+        else:
+            spec[key] = value
+    if spec["backend"] != "probe":
+        spec.pop("probe")
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def launcher_cmd() -> list[str]:
+    """argv of a CLI process that knows the probe backend."""
+    import sys
+
+    code = (
+        f"import sys; sys.path.insert(0, {str(TESTS_DIR)!r}); import sweep.probe_backend; "
+        "from gppo.cli import app; app()"
+    )
+    return [sys.executable, "-c", code]
+
+
+def env_without_ray() -> dict[str, str]:
+    env = dict(os.environ)
+    for key in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID"):
+        env.pop(key, None)
+    return env

@@ -1,0 +1,51 @@
+"""A small real backend for the sweep tests: each cell is a real python process (probe_job.py)
+that logs into its MLflow run and can be told to fail, sleep or crash."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from gppo.backends.base import Backend, Job, register_backend
+from gppo.grid.cell import Cell
+
+PROBE_SCRIPT = str(Path(__file__).with_name("probe_job.py"))
+
+
+class ProbeSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    domain: str = "probe"
+    steps: int = 3
+    sleep_s: float = 0.0  # per step
+    fail_times: int = 0  # the first N attempts of the cell fail (counted in marker_dir)
+    always_fail: bool = False
+    no_finish: bool = False  # exit 0 without the gppo.finished tag
+    marker_dir: str | None = None  # attempts and start/end times are written here
+    note: str = ""  # echoed back into the run (injection tests)
+
+
+@register_backend
+class ProbeBackend(Backend):
+    name = "probe"
+    settings_model = ProbeSettings
+    entrypoint_module = "tests.sweep.probe_job"
+
+    def default_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
+        return ("b1",)
+
+    def known_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
+        return ("b1", "b2")
+
+    def job(self, cell: Cell) -> Job:
+        return Job(argv=(sys.executable, PROBE_SCRIPT, cell.to_json()), resources=cell.resources)
+
+
+@register_backend
+class ProbeReuseBackend(ProbeBackend):
+    """Like verl: a retried attempt resumes the same MLflow run."""
+
+    name = "probe_reuse"
+    reuse_run_on_retry = True

@@ -1,0 +1,54 @@
+"""The probe cell process: ``python probe_job.py CELL_JSON`` (see probe_backend.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> int:
+    cell = json.loads(sys.argv[1])
+    s = cell["settings"]
+    marker = Path(s["marker_dir"]) if s.get("marker_dir") else None
+    attempt = 1
+    if marker is not None:
+        marker.mkdir(parents=True, exist_ok=True)
+        with open(marker / f"{cell['id']}.attempts", "a") as fh:
+            fh.write("x\n")
+        attempt = len((marker / f"{cell['id']}.attempts").read_text().splitlines())
+        with open(marker / f"{cell['id']}.times", "a") as fh:
+            fh.write(f"start {time.time()} {os.getpid()}\n")
+    print(f"probe {cell['id']} attempt {attempt} note={s.get('note', '')}", flush=True)
+    if s.get("always_fail") or attempt <= s.get("fail_times", 0):
+        print("probe failing on purpose", flush=True)
+        return 3
+    from mlflow.tracking import MlflowClient
+
+    from gppo import metrics as M
+    from gppo.sweep.tracking import log_metrics, retry_locked
+
+    client = MlflowClient(os.environ[M.ENV_TRACKING_URI])
+    run_id = os.environ[M.ENV_RUN_ID]
+    k = cell["eval_k"]
+    evals = {M.eval_metric(b, k): 0.1 for b in cell["benchmarks"]} | {M.eval_domain_metric(k): 0.1}
+    log_metrics(client, run_id, evals, step=0)
+    for step in range(1, s["steps"] + 1):
+        time.sleep(s.get("sleep_s", 0.0))
+        log_metrics(client, run_id, {M.TRAIN_SCORE: step / 10, M.ENTROPY: 1.0}, step=step)
+    evals = {key: 0.5 for key in evals}
+    log_metrics(client, run_id, evals, step=s["steps"])
+    retry_locked(lambda: client.set_tag(run_id, "probe.note", s.get("note", "")))
+    if not s.get("no_finish"):
+        retry_locked(lambda: client.set_tag(run_id, M.TAG_FINISHED, "true"))
+    if marker is not None:
+        with open(marker / f"{cell['id']}.times", "a") as fh:
+            fh.write(f"end {time.time()} {os.getpid()}\n")
+    print("probe done", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

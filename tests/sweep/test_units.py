@@ -1,0 +1,53 @@
+"""Small pure pieces of the dispatcher: ids, backoff, params, the one-launcher lock, URIs."""
+
+from __future__ import annotations
+
+import pytest
+from filelock import FileLock
+
+from gppo.grid import load_plan
+from gppo.sweep.dispatcher import submission_id
+from gppo.sweep.launch import LaunchBusy, Launcher, backoff
+from gppo.sweep.session import sweep_state_dir
+from gppo.sweep.tracking import cell_params, resolve_tracking_uri, state_root
+
+from .conftest import write_spec
+
+
+def test_submission_ids_are_deterministic_and_safe():
+    assert submission_id("q-1a2b3c4d", "kl-atomic-s0", 2) == "gppo-q-1a2b3c4d-kl-atomic-s0-a2"
+    assert (
+        submission_id("a.b-12345678", "alpha0.5-mc-s0", 1) == "gppo-a_b-12345678-alpha0_5-mc-s0-a1"
+    )
+    assert submission_id("x", "$(rm -rf /); `id`", 1) == "gppo-x-__rm_-rf______id_-a1"
+
+
+def test_backoff_is_exponential_and_capped():
+    assert [backoff(1.0, 5.0, n) for n in (1, 2, 3, 4, 5)] == [1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+def test_tracking_uri_resolution(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_tracking_uri(None) == f"sqlite:///{tmp_path}/mlflow.db"
+    assert resolve_tracking_uri("sqlite:///x/m.db") == f"sqlite:///{tmp_path}/x/m.db"
+    assert resolve_tracking_uri("http://tracking:5000") == "http://tracking:5000"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////abs/m.db")
+    assert resolve_tracking_uri(None) == "sqlite:////abs/m.db"
+    assert state_root("sqlite:////abs/m.db").as_posix() == "/abs/.gppo"
+
+
+def test_cell_params_are_flat(tmp_path):
+    plan = load_plan(write_spec(tmp_path, None, name="params"))
+    p = cell_params(plan.cell("kl-mc-s0"))
+    assert p["method"] == "gppo" and p["divergence"] == "kl" and p["estimator"] == "mc"
+    assert p["loss.ratio_bounds"] == "[0.5, 10.0]" and p["probe.steps"] == "2"
+    assert p["resources.num_cpus"] == "0.5" and p["seed"] == "0"
+
+
+def test_one_launcher_per_sweep(tmp_path):
+    plan = load_plan(write_spec(tmp_path, "http://127.0.0.1:1", name="busy"))
+    state = sweep_state_dir(plan)
+    state.mkdir(parents=True)
+    with FileLock(str(state / "launch.lock")), pytest.raises(LaunchBusy, match="another launcher"):
+        Launcher(plan).run()
+    assert not (tmp_path / "mlflow.db").exists()  # refused before touching the store

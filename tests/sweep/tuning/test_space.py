@@ -1,0 +1,95 @@
+"""Search space → Optuna params → one cell through the grid loader (pure, real Optuna)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import optuna
+import pytest
+
+from gppo.objectives import calibrate_delta
+from gppo.sweep.tuning import load_tune_spec
+from gppo.sweep.tuning.cells import trial_cell
+from gppo.sweep.tuning.space import (
+    alpha_name,
+    best_grid,
+    config_from_params,
+    corner_configs,
+    suggest,
+    trial_grid,
+)
+
+from .conftest import spec_dict, write
+
+
+def _spec(tmp_path: Path, **extra):
+    return load_tune_spec(write(tmp_path, spec_dict(tmp_path, **extra)))
+
+
+def test_trial_maps_to_one_cell_with_calibrated_delta(tmp_path: Path) -> None:
+    spec = _spec(tmp_path)
+    params = {"divergence": "kl", "estimator": "atomic", "r_min": 0.75, "lr": 2e-3}
+    cfg = config_from_params(params, spec.tune.space)
+    cell, grid = trial_cell(spec, cfg, 7)
+    assert cell.id == "kl-atomic-s3" and cell.method == "gppo" and cell.seed == 3
+    assert cell.delta == pytest.approx(calibrate_delta("kl", 0.75))
+    assert cell.settings["lr"] == pytest.approx(2e-3) and cell.backend == "tuneprobe"
+    assert cell.benchmarks == ("p1", "p2") and cell.eval_k == 4
+    assert grid.name == "tp-t7"
+
+
+def test_alpha_family_delta_per_divergence_and_settings(tmp_path: Path) -> None:
+    space = {
+        "divergence": ["tv", "alpha"],
+        "alpha": {"low": 0.3, "high": 2.5},
+        "estimator": "binary",
+        "radius": {"param": "delta", "low": 0.01, "high": 0.3},
+        "lr": None,
+        "settings": {"width": {"low": 2, "high": 8, "int": True, "log": False}, "steps": [3, 5]},
+    }
+    spec = _spec(tmp_path, tune={"space": space})
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(0))
+    seen = set()
+    for _ in range(12):
+        trial = study.ask()
+        cfg = suggest(trial, spec.tune.space)
+        cell, _ = trial_cell(spec, cfg, trial.number)
+        family = trial.params["divergence"]
+        assert set(trial.params) == {"divergence", f"delta_{family}", "width", "steps"} | (
+            {"alpha"} if family == "alpha" else set()
+        )
+        assert cell.delta == pytest.approx(trial.params[f"delta_{family}"])
+        assert cell.settings["width"] == trial.params["width"] and cell.settings["steps"] in (3, 5)
+        if family == "alpha":
+            assert cell.divergence == alpha_name(trial.params["alpha"])
+            assert cell.id == f"{cell.divergence.replace(':', '')}-binary-s3"
+        seen.add(family)
+        study.tell(trial, 0.0)
+    assert seen == {"tv", "alpha"}
+    assert alpha_name(0.99996) == "alpha:0.9999" and alpha_name(1.00004) == "alpha:1.0001"
+    assert len(corner_configs(spec.tune.space)) == 4
+
+
+def test_base_overrides_kept_for_their_cell_only_and_best_grid(tmp_path: Path) -> None:
+    spec = _spec(
+        tmp_path,
+        overrides={
+            "tv-mc": {"tuneprobe": {"width": 9}},
+            "kl-atomic-s3": {"tuneprobe": {"width": 7}},
+        },
+        calibration={"delta": {"kl": 0.5}},
+    )
+    tv = config_from_params(
+        {"divergence": "tv", "estimator": "mc", "r_min": 0.8, "lr": 1e-3}, spec.tune.space
+    )
+    kl = config_from_params(
+        {"divergence": "kl", "estimator": "atomic", "r_min": 0.8, "lr": 1e-3}, spec.tune.space
+    )
+    assert trial_cell(spec, tv, 0)[0].settings["width"] == 9
+    cell = trial_cell(spec, kl, 1)[0]
+    assert cell.settings["width"] == 7
+    assert cell.delta == pytest.approx(calibrate_delta("kl", 0.8))  # tuned r_min wins over δ
+    assert trial_grid(spec, tv, 0)["overrides"] == {"tv-mc": {"tuneprobe": {"width": 9}}}
+    best = best_grid(spec, kl)
+    assert best["seeds"] == [3, 4] and best["name"] == "tp-best"
+    assert best["grid"] == {"divergences": ["kl"], "estimators": ["atomic"]}
