@@ -11,10 +11,13 @@ measured in the same rounds. Context rows: verl's ``dppo_tv`` / ``dppo_kl`` and 
 exp-multiply-mean pass (the floor for any such loss).
 
 Memory: torch has no allocator statistics for CPU tensors (and tracemalloc does not see them), so
-each loss runs in its own subprocess: it builds the same tensors, runs the loss once on a small
-shape (lazy initialisation, region tables), reads the peak RSS (ru_maxrss), runs forward +
-backward at the full shape, and reports the growth of the peak RSS: the loss's own peak working
-set on top of its inputs. Divided by the same figure for ``vanilla``.
+each loss runs in its own subprocess with glibc's mmap threshold fixed at 64 KiB
+(MALLOC_MMAP_THRESHOLD_: every tensor buffer is its own mapping, returned to the OS when freed,
+so the RSS follows live tensors). The child builds the same tensors, runs the loss once on a
+small shape (lazy initialisation, region tables), resets the kernel's peak-RSS mark
+(/proc/self/clear_refs, Linux), runs forward + backward at the full shape and reports
+VmHWM - VmRSS: the loss's own peak working set on top of its inputs (graph, saved tensors,
+temporaries, gradient). Divided by the same figure for ``vanilla``.
 
 The data: mu = exp(old_log_prob) mixes confident tokens (mu > 0.9, 70%) and rare ones
 (log mu down to -8); pi moves from mu by a logit perturbation of scale 0.2 (so pi < 1 and
@@ -24,9 +27,10 @@ The data: mu = exp(old_log_prob) mixes confident tokens (mu > 0.9, 70%) and rare
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
-import resource
+import os
 import statistics
 import subprocess
 import sys
@@ -64,41 +68,36 @@ def make_data(b: int, t: int, seed: int = 0) -> Batch:
 
 
 def losses(data: Batch, names: list[str] | None = None) -> dict[str, LossFn]:
-    from verl.trainer.ppo.core_algos import get_policy_loss_fn
-    from verl.workers.config import ActorConfig
-
+    """The losses to compare, by row name (verl is imported only if one of its rows is asked)."""
     old, _, adv, mask = data
-    base = {"strategy": "fsdp", "rollout_n": 1, "ppo_micro_batch_size_per_gpu": 1}
-    vcfg = ActorConfig(
-        **base, clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=10.0
-    )
-    tcfg = ActorConfig(
-        **base, clip_ratio=0.1, clip_ratio_low=0.1, clip_ratio_high=0.1, clip_ratio_c=20.0
-    )
-    kcfg = ActorConfig(
-        **base, clip_ratio=0.2, clip_ratio_low=0.2, clip_ratio_high=0.2, clip_ratio_c=20.0
-    )
-    out: dict[str, LossFn] = {
-        "verl vanilla": lambda lp: get_policy_loss_fn("vanilla")(
-            old, lp, adv, mask, "token-mean", vcfg
-        ),
-        "verl dppo_tv": lambda lp: get_policy_loss_fn("dppo_tv")(
-            old, lp, adv, mask, "token-mean", tcfg
-        ),
-        "verl dppo_kl": lambda lp: get_policy_loss_fn("dppo_kl")(
-            old, lp, adv, mask, "token-mean", kcfg
-        ),
-        "floor exp*A mean": lambda lp: ((-torch.exp(lp - old) * adv).mean(), {}),
-    }
+    out: dict[str, LossFn] = {}
+    want = (lambda k: True) if names is None else (lambda k: k in names)
+    if any(want(k) for k in ("verl vanilla", "verl dppo_tv", "verl dppo_kl")):
+        from verl.trainer.ppo.core_algos import get_policy_loss_fn
+        from verl.workers.config import ActorConfig
+
+        base = {"strategy": "fsdp", "rollout_n": 1, "ppo_micro_batch_size_per_gpu": 1}
+
+        def cfg(eps: float, c: float) -> ActorConfig:
+            return ActorConfig(
+                **base, clip_ratio=eps, clip_ratio_low=eps, clip_ratio_high=eps, clip_ratio_c=c
+            )
+
+        for key, mode, conf in (
+            ("verl vanilla", "vanilla", cfg(0.2, 10.0)),
+            ("verl dppo_tv", "dppo_tv", cfg(0.1, 20.0)),
+            ("verl dppo_kl", "dppo_kl", cfg(0.2, 20.0)),
+        ):
+            fn = get_policy_loss_fn(mode)
+            out[key] = lambda lp, fn=fn, conf=conf: fn(old, lp, adv, mask, "token-mean", conf)
+    out["floor exp*A mean"] = lambda lp: ((-torch.exp(lp - old) * adv).mean(), {})
     for d, e in GRID + EXTENSIONS:
         out[f"{d}/{e}"] = lambda lp, d=d, e=e: gppo_policy_loss(
             old, lp, adv, mask, divergence=d, estimator=e
         )
     for name in BASELINES:
         out[name] = lambda lp, name=name: get_method(name).loss(old, lp, adv, mask)
-    if names is not None:
-        out = {k: v for k, v in out.items() if k in names}
-    return out
+    return {k: v for k, v in out.items() if want(k)}
 
 
 def run_once(fn: LossFn, log_prob: torch.Tensor) -> tuple[float, float]:
@@ -109,8 +108,8 @@ def run_once(fn: LossFn, log_prob: torch.Tensor) -> tuple[float, float]:
     return time.perf_counter() - w0, time.process_time() - c0
 
 
-def time_all(data: Batch, repeats: int) -> dict[str, tuple[float, float]]:
-    fns = losses(data)
+def time_all(data: Batch, repeats: int, names: list[str] | None) -> dict[str, tuple[float, float]]:
+    fns = losses(data, names)
     new = data[1]
     for fn in fns.values():  # warm-up: lazy init, region tables
         run_once(fn, new)
@@ -125,28 +124,41 @@ def time_all(data: Batch, repeats: int) -> dict[str, tuple[float, float]]:
     return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in fns}
 
 
-def _maxrss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+def _status_mb(key: str) -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(key + ":"):
+                return int(line.split()[1]) / 1024.0  # kB
+    raise RuntimeError(f"{key} not in /proc/self/status")
 
 
 def mem_child(name: str, b: int, t: int) -> None:
+    """Peak RSS growth of one forward + backward (run with MALLOC_MMAP_THRESHOLD_ fixed, so
+    every tensor buffer is its own mapping and freed memory leaves the RSS at once)."""
     small = make_data(8, 64)
     run_once(losses(small, [name])[name], small[1])
     data = make_data(b, t)
     fn = losses(data, [name])[name]
-    before = _maxrss_mb()
-    run_once(fn, data[1])
-    print(json.dumps({"name": name, "peak_mb": _maxrss_mb() - before}))
+    log_prob = data[1].clone().requires_grad_(True)
+    gc.collect()
+    with open("/proc/self/clear_refs", "w") as fh:  # reset the peak (VmHWM) to the current RSS
+        fh.write("5")
+    before = _status_mb("VmRSS")
+    loss, _ = fn(log_prob)
+    loss.backward()
+    print(json.dumps({"name": name, "peak_mb": _status_mb("VmHWM") - before}))
 
 
-def mem_all(names: list[str], b: int, t: int) -> dict[str, float]:
+def mem_all(names: list[str], b: int, t: int, threads: int | None) -> dict[str, float]:
     out = {}
+    extra = ["--threads", str(threads)] if threads else []
     for name in names:
         proc = subprocess.run(
-            [sys.executable, __file__, "--mem-child", name, "--shape", str(b), str(t)],
+            [sys.executable, __file__, "--mem-child", name, "--shape", str(b), str(t), *extra],
             capture_output=True,
             text=True,
             check=True,
+            env={**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"},
         )
         out[name] = json.loads(proc.stdout.strip().splitlines()[-1])["peak_mb"]
     return out
@@ -158,15 +170,20 @@ def main() -> None:
     p.add_argument("--shape", nargs=2, type=int, metavar=("B", "T"))
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--no-memory", action="store_true")
+    p.add_argument("--only", help="comma-separated row names (verl vanilla is always kept)")
+    p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
     p.add_argument("--mem-child", help=argparse.SUPPRESS)
     a = p.parse_args()
     b, t = a.shape or ((64, 512) if a.quick else (512, 2048))
+    if a.threads:
+        torch.set_num_threads(a.threads)
     if a.mem_child:
         mem_child(a.mem_child, b, t)
         return
     data = make_data(b, t)
-    times = time_all(data, a.repeats)
-    mems = {} if a.no_memory else mem_all(list(times), b, t)
+    names = None if not a.only else ["verl vanilla", *a.only.split(",")]
+    times = time_all(data, a.repeats, names)
+    mems = {} if a.no_memory else mem_all(list(times), b, t, a.threads)
     vw, vc = times["verl vanilla"]
     vm = mems.get("verl vanilla", math.nan)
     print(
@@ -179,7 +196,8 @@ def main() -> None:
     for k, (w, c) in times.items():
         m = mems.get(k, math.nan)
         print(
-            f"| {k:<18} | {w * 1e3:7.1f} | {w / vw:14.2f} | {c / vc:13.2f} | {m:7.1f} | {m / vm:14.2f} |"
+            f"| {k:<18} | {w * 1e3:7.1f} | {w / vw:14.2f} | {c / vc:13.2f} | {m:7.1f} | "
+            f"{m / vm if vm > 0 else math.nan:14.2f} |"
         )
 
 

@@ -1,5 +1,31 @@
 """The typed grid spec (pydantic v2; unknown keys refused everywhere).
 
+Fields and defaults::
+
+    name: str                      required, [A-Za-z0-9._-]{1,64}
+    backend: local                 any registered backend (local | verl | ...)
+    <backend>: {}                  the backend's own section (``local:`` / ``verl:``), validated
+                                   by its ``settings_model``; stored as ``GridSpec.settings``
+    grid.divergences: [tv, chi2, kl, hellinger]     registry names or alpha:<a>; unique
+    grid.estimators: [mc, atomic, binary]           registry names; unique
+    baselines: []                  any of gspo, gmpo, sapo, cispo, clip_cov
+    baseline_params: {}            {baseline: {param: value}}, checked by the method registry
+    objective: {ratio_bounds: [0.5, 10.0], dual_clip: 10.0, loss_agg_mode: token-mean}
+    calibration: {r_min: 0.8, delta: {}}   delta keyed by divergence, cell id or cell id-sN
+    seeds: 1                       a count n (seeds 0..n-1) or an explicit list
+    reference: tv/mc               <divergence>/<estimator> of the grid or a baseline; when left
+                                   out and tv/mc is not in the grid: the grid's first cell
+    benchmarks: []                 empty: the backend's defaults; else checked against its list
+    eval: {k: 8}
+    tracking: {uri: null, experiment: null}   null uri: MLFLOW_TRACKING_URI or
+                                   sqlite:///mlflow.db (made absolute); experiment: the name
+    ray: {address: null, max_concurrent: 2, resources: {num_cpus: 1, num_gpus: 0, memory_gb: null}}
+    retries: {max: 2, backoff_s: 1.0, backoff_max_s: 60}   delay before retry n: base·2^(n-1)
+    overrides: {}                  keyed by cell id with or without -sN (the -sN entry wins):
+                                   {<backend>: {...}, delta: float, params: {...}, resources: {...}}
+                                   params: a baseline's hyper-parameters, or for gppo cells
+                                   ratio_bounds / dual_clip / loss_agg_mode
+
 The backend's own section (``local:`` / ``verl:``, named after ``backend``) is moved into
 :attr:`GridSpec.settings` by the loader and validated by the backend's ``settings_model``; in an
 override the same key overrides the backend settings of one cell. See :mod:`gppo.grid.load`.

@@ -35,7 +35,13 @@ def check_agg_mode(loss_agg_mode: object) -> str:
 
 
 def masked_sum(values: Tensor, mask: Tensor, axis: int | None = None) -> Tensor:
-    """verl's masked_sum: values outside the mask (even nan) contribute 0."""
+    """verl's masked_sum: values outside the mask (even nan) contribute 0.
+
+    The same value as verl's where(mask, values, 0) * mask; the torch.where (slow on CPU) is
+    only taken when some value is not finite.
+    """
+    if bool(torch.isfinite(values).all()):
+        return (values * mask).sum(axis)
     return (torch.where(mask.bool(), values, 0.0) * mask).sum(axis)
 
 

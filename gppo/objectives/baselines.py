@@ -19,7 +19,8 @@ from typing import Any
 import torch
 
 from .aggregation import agg_loss, check_agg_mode, masked_sum
-from .losses import LOG_RATIO_CLAMP, check_same_shape
+from .checks import check_same_shape
+from .losses import LOG_RATIO_CLAMP
 
 Tensor = torch.Tensor
 

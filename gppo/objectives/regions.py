@@ -150,8 +150,11 @@ def _hellinger_binary(delta: float, log_mu: Tensor) -> tuple[Tensor, Tensor]:
     c = 1.0 - 0.5 * delta
     s = math.sqrt(delta * (1.0 - 0.25 * delta))
     ks = torch.sqrt(torch.expm1(-log_mu)) * s
-    lo = torch.where(log_mu <= math.log(delta * (1.0 - 0.25 * delta)), 0.0, (c - ks).square())
-    hi = torch.where(log_mu >= 2.0 * math.log(c), inv_mu, torch.minimum((c + ks).square(), inv_mu))
+    # c - ks <= 0 exactly when mu <= delta (1 - delta/4): then r_lo = 0.
+    lo = torch.clamp(c - ks, min=0.0).square()
+    # sqrt(mu) >= c: r_hi = 1/mu (lifted past 1/mu by exact arithmetic instead of torch.where)
+    lift = (log_mu >= 2.0 * math.log(c)).to(log_mu.dtype) * torch.finfo(log_mu.dtype).max
+    hi = torch.minimum(torch.maximum((c + ks).square(), lift), inv_mu)
     return lo, hi
 
 
@@ -232,8 +235,8 @@ def proximal_region(
     log_mu = torch.log(mu.detach().to(torch.float64))
     lo, hi = region_from_log_mu(divergence, estimator, d, log_mu)
     shape = mu.shape
-    lo_t = torch.as_tensor(lo, dtype=torch.float64).expand(shape).clone()
-    hi_t = torch.as_tensor(hi, dtype=torch.float64).expand(shape).clone()
+    lo_t = torch.as_tensor(lo, dtype=torch.float64, device=mu.device).expand(shape).clone()
+    hi_t = torch.as_tensor(hi, dtype=torch.float64, device=mu.device).expand(shape).clone()
     return lo_t, hi_t
 
 

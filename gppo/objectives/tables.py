@@ -46,7 +46,9 @@ class RegionTable:
         """Inner region per token (a sub-interval of its exact region), in log_mu's dtype."""
         idx = self.position(log_mu).floor_().to(torch.int64)
         # float32 and float64 only (the loss upcasts other dtypes to float32 for this test)
-        return self.inner_lo[log_mu.dtype][idx], self.inner_hi[log_mu.dtype][idx]
+        lo = _on(self.inner_lo[log_mu.dtype], log_mu.device)
+        hi = _on(self.inner_hi[log_mu.dtype], log_mu.device)
+        return lo[idx], hi[idx]
 
     def guess(self, log_mu: Tensor, side: str) -> Tensor:
         """Starting log-ratio for the exact solve: interpolation between the rows (float64)."""
@@ -54,10 +56,23 @@ class RegionTable:
         k = pos.floor().clamp_(max=N_NODES - 1.0)
         w = pos - k
         k = k.to(torch.int64)
-        tab = self.log_hi if side == "hi" else self.log_lo
+        tab = _on(self.log_hi if side == "hi" else self.log_lo, log_mu.device)
         a, b = tab[k], tab[k + 1]
         g = a + w * (b - a)
         return torch.where(torch.isfinite(g), g, torch.where(torch.isfinite(a), a, b))
+
+
+_DEVICE_COPIES: dict[tuple[int, torch.device], Tensor] = {}
+
+
+def _on(x: Tensor, device: torch.device) -> Tensor:
+    """The (small, cached) table ``x`` on ``device``; tables are built on the CPU."""
+    if x.device == device:
+        return x
+    key = (id(x), device)
+    if key not in _DEVICE_COPIES:
+        _DEVICE_COPIES[key] = x.to(device)
+    return _DEVICE_COPIES[key]
 
 
 @functools.lru_cache(maxsize=64)

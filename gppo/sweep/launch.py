@@ -72,7 +72,7 @@ class LaunchResult:
 
     @property
     def ok(self) -> bool:
-        return all(c.state == DONE for c in self.cells.values())
+        return bool(self.cells) and all(c.state == DONE for c in self.cells.values())
 
 
 def backoff(base_s: float, max_s: float, failures: int) -> float:
@@ -175,10 +175,10 @@ class Launcher:
             sweep_id=self.plan.sweep_id,
         )
         result = LaunchResult(self.plan.sweep_id)
-        result.cells = reconcile(ctx, disp, list(self.plan.cells))
         restore = _sigterm_as_interrupt()
         marker = ctx.state_dir / "launcher.json"
         try:
+            result.cells = reconcile(ctx, disp, list(self.plan.cells))
             marker.write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
             self._loop(ctx, disp, result)
         except KeyboardInterrupt:

@@ -250,3 +250,19 @@ def test_bad_inputs_name_the_argument() -> None:
         gppo_policy_loss(old, new, adv, mask, loss_agg_mode="mean", **kw)
     with pytest.raises(TypeError, match=r"advantages must be a torch\.Tensor"):
         gppo_policy_loss(old, new, 1.0, mask, **kw)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_and_bool_mask(dtype: torch.dtype) -> None:
+    old, new, adv, mask = make_batch(b=4, t=64, seed=1)
+    want, _ = gppo_policy_loss(old, new, adv, mask, divergence="kl", estimator="binary")
+    for div, est in (("kl", "binary"), ("tv", "atomic"), ("chi2", "mc"), ("rkl", "binary")):
+        lp = new.to(dtype).requires_grad_(True)
+        loss, m = gppo_policy_loss(
+            old.to(dtype), lp, adv.to(dtype), mask.bool(), divergence=div, estimator=est
+        )
+        loss.backward()
+        assert loss.dtype == dtype and finite(loss) and finite(lp.grad)
+        assert all(math.isfinite(v) for v in m.values())
+        if (div, est) == ("kl", "binary"):
+            assert float(loss.detach()) == pytest.approx(float(want), rel=0.05, abs=1e-3)

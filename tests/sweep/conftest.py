@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -25,6 +26,8 @@ def ray_cluster():
         yield cluster
     finally:
         stop_local_head(state)
+        shutil.rmtree(state, ignore_errors=True)
+        shutil.rmtree(cluster.temp_dir or "/nonexistent", ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

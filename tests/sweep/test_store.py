@@ -14,14 +14,14 @@ WRITER = r"""
 import os, sys, time
 from mlflow.tracking import MlflowClient
 from gppo.sweep.tracking import log_metrics, retry_locked
-uri, run_id, barrier, steps = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+uri, run_id, barrier, steps, me = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 client = MlflowClient(uri)
 client.get_run(run_id)  # connect before the barrier
 open(os.path.join(barrier, f"ready-{os.getpid()}"), "w").close()
 while not os.path.exists(os.path.join(barrier, "go")):
     time.sleep(0.005)
 for step in range(steps):
-    log_metrics(client, run_id, {f"m{j}": step + j for j in range(10)}, step=step)
+    log_metrics(client, run_id, {f"m{j}": me * 1000 + step * 10 + j for j in range(10)}, step=step)
     if step % 25 == 0:
         retry_locked(lambda: client.set_tag(run_id, "progress", str(step)))
 print("ok")
@@ -42,12 +42,12 @@ def test_eight_concurrent_writers_lose_nothing(tmp_path):
     barrier.mkdir()
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, uri, run_id, str(barrier), str(steps)],
+            [sys.executable, "-c", WRITER, uri, run_id, str(barrier), str(steps), str(me)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for run_id in targets
+        for me, run_id in enumerate(targets)
     ]
     deadline = time.monotonic() + 180
     while len(list(barrier.glob("ready-*"))) < n_proc and time.monotonic() < deadline:
@@ -58,9 +58,11 @@ def test_eight_concurrent_writers_lose_nothing(tmp_path):
         (p.returncode, o[1][-1500:]) for p, o in zip(procs, outs, strict=True)
     ]
     for run_id in runs:
-        writers = targets.count(run_id)
+        writers = [me for me, target in enumerate(targets) if target == run_id]
         for j in range(10):
             hist = client.get_metric_history(run_id, f"m{j}")
-            # each writer logged every step once (same step and value from both writers)
-            assert len(hist) == steps * writers, (run_id, j, len(hist))
-            assert sorted({m.step for m in hist}) == list(range(steps))
+            got = sorted((m.step, m.value) for m in hist)
+            want = sorted(
+                (st, float(me * 1000 + st * 10 + j)) for me in writers for st in range(steps)
+            )
+            assert got == want, (run_id, j, len(got), len(want))

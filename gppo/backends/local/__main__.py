@@ -154,6 +154,7 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
         "perf/update_tokens_per_s": prof.update_tokens / max(prof.update_s, 1e-9),
         "perf/peak_rss_mb": _peak_rss_mb(),
         "perf/total_s": time.perf_counter() - t_start,
+        "perf/cpu_s": time.process_time(),  # whole process, imports included
     }
     if log is not None:
         log.log(perf, s.steps)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class LocalSettings(BaseModel):
@@ -46,3 +46,9 @@ class LocalSettings(BaseModel):
     cache_dir: str | None = Field(
         None, description="warm-start cache (None: $GPPO_CACHE_DIR or ~/.cache/gppo-sweep/local)"
     )
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> LocalSettings:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
+        return self

@@ -44,3 +44,8 @@ def test_backend_job_and_benchmarks() -> None:
     assert Cell.from_json(job.argv[4]) == cell
     assert shlex.split(job.entrypoint) == list(job.argv)
     assert job.resources == cell.resources
+
+
+def test_settings_reject_heads_not_dividing_width() -> None:
+    with pytest.raises(ValidationError, match="must divide d_model"):
+        LocalSettings(d_model=100, n_heads=3)

@@ -1,0 +1,56 @@
+"""Argument checks of the losses: clear errors naming the argument and what is allowed."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+Tensor = torch.Tensor
+
+
+def check_same_shape(**tensors: Tensor) -> None:
+    items = list(tensors.items())
+    for name, x in items:
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(
+                f"{name} must be a torch.Tensor of shape (B, T), got {type(x).__name__}"
+            )
+    ref_name, ref = items[0]
+    for name, x in items[1:]:
+        if x.shape != ref.shape:
+            raise ValueError(
+                f"{name} has shape {tuple(x.shape)} but {ref_name} has shape {tuple(ref.shape)}: "
+                "old_log_prob, log_prob, advantages and response_mask must all have the same "
+                "shape (B, T)"
+            )
+
+
+def check_ratio_bounds(ratio_bounds: object) -> tuple[float, float] | None:
+    if ratio_bounds is None:
+        return None
+    try:
+        lo, hi = (float(x) for x in ratio_bounds)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"ratio_bounds must be None or a pair (low, high) with 0 <= low <= 1 <= high, "
+            f"got {ratio_bounds!r}"
+        ) from None
+    if not (0.0 <= lo <= 1.0 <= hi) or math.isnan(hi):
+        raise ValueError(
+            f"ratio_bounds must be None or a pair (low, high) with 0 <= low <= 1 <= high, "
+            f"got {ratio_bounds!r}"
+        )
+    return lo, hi
+
+
+def check_dual_clip(dual_clip: object) -> float | None:
+    if dual_clip is None:
+        return None
+    try:
+        c = float(dual_clip)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"dual_clip must be None or a number > 1, got {dual_clip!r}") from None
+    if not c > 1.0:
+        raise ValueError(f"dual_clip must be None or a number > 1, got {dual_clip!r}")
+    return c
