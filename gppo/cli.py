@@ -145,6 +145,15 @@ def launch(
     for st in result.cells.values():
         if st.state == "failed":
             console.print(f"[red]failed[/red] {st.cell.id}: {st.note}", highlight=False)
+    if result.report is not None:
+        from gppo.analysis.render import to_rich
+
+        for item in to_rich(result.report.table):
+            console.print(item)
+        folder = result.report.files[0].parent if result.report.files else "?"
+        console.print(f"report (tables and figures): {folder}", markup=False)
+    if done:
+        console.print(f"compare the runs in the MLflow UI: gppo-sweep ui {spec}", markup=False)
     if result.interrupted:
         raise typer.Exit(130)
     if not result.ok:
@@ -234,6 +243,21 @@ def ui(
     argv += ["--workers", "1"]
     typer.echo(f"MLflow UI for sweep {p.sweep_id} at http://{host}:{port}", err=True)
     os.execv(mlflow, argv)
+
+
+def _register_other_packages() -> None:
+    """The commands that live beside the library they drive (report, regions, tune, data)."""
+    from gppo.analysis.commands import regions, report
+    from gppo.backends.verl.commands import data_app
+    from gppo.sweep.tune_commands import tune
+
+    add_command(report)
+    add_command(regions)
+    add_command(tune)
+    add_group(data_app, "data")
+
+
+_register_other_packages()
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -6,29 +6,30 @@ Modules: ``tidy`` (tidy schema, cell labels, CSV reader), ``collect`` (MLflow ->
 sweep's parent run), ``commands`` (``gppo-sweep report`` / ``regions``).
 """
 
-from gppo.analysis.collect import Collected, collect
-from gppo.analysis.report import (
-    Report,
-    SweepTarget,
-    resolve_spec,
-    write_report,
-    write_report_for_spec,
-    write_report_from_csv,
-)
-from gppo.analysis.table import Table1, build_table1
-from gppo.analysis.tidy import ReportInputError, read_scores_csv
+import importlib
+from typing import Any
 
-__all__ = [
-    "Collected",
-    "Report",
-    "ReportInputError",
-    "SweepTarget",
-    "Table1",
-    "build_table1",
-    "collect",
-    "read_scores_csv",
-    "resolve_spec",
-    "write_report",
-    "write_report_for_spec",
-    "write_report_from_csv",
-]
+#: public name -> the module that defines it (imported on first use: the CLI imports
+#: ``gppo.analysis.commands`` at start-up, and MLflow/pandas must not slow down ``--help``)
+_EXPORTS = {
+    "Collected": "collect",
+    "collect": "collect",
+    "Report": "report",
+    "SweepTarget": "report",
+    "resolve_spec": "report",
+    "write_report": "report",
+    "write_report_for_spec": "report",
+    "write_report_from_csv": "report",
+    "Table1": "table",
+    "build_table1": "table",
+    "ReportInputError": "tidy",
+    "read_scores_csv": "tidy",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'gppo.analysis' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"gppo.analysis.{_EXPORTS[name]}"), name)

@@ -13,8 +13,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from gppo.analysis.tidy import ReportInputError
-
 DEFAULT_DIVERGENCES = ("tv", "hellinger", "chi2", "kl")
 DEFAULT_ESTIMATORS = ("mc", "binary", "atomic")
 
@@ -81,7 +79,7 @@ def report(
                 figures=figures,
                 attach=attach,
             )
-    except (ReportInputError, ValueError) as exc:
+    except ValueError as exc:  # ReportInputError is a ValueError
         raise _fail(str(exc)) from None
     except Exception as exc:
         from gppo.grid import SpecError

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -50,13 +51,18 @@ def resolve_spec(path: str | Path) -> SweepTarget:
     Raises gppo.grid.SpecError (one line) on a bad spec.
     """
     from gppo.grid import load_plan
+
+    return target_of(load_plan(path))
+
+
+def target_of(plan: Any, tracking_uri: str | None = None) -> SweepTarget:
+    """What a report needs from a loaded :class:`gppo.grid.Plan`."""
     from gppo.sweep.tracking import resolve_tracking_uri
 
-    plan = load_plan(path)
     spec = plan.spec
     return SweepTarget(
         sweep_id=plan.sweep_id,
-        tracking_uri=resolve_tracking_uri(spec.tracking.uri),
+        tracking_uri=tracking_uri or resolve_tracking_uri(spec.tracking.uri),
         cells=list(plan.cells),
         reference=spec.reference,
         k=spec.eval.k,
@@ -170,15 +176,15 @@ def write_report(
 
 
 def write_report_for_spec(
-    spec: str | Path,
+    spec: str | Path | SweepTarget,
     out_dir: str | Path = "report",
     *,
     formats: str | Sequence[str] = "all",
     figures: bool = True,
     attach: bool = True,
 ) -> Report:
-    """:func:`write_report` for a spec file (sweep id, URI, cells, reference, k from the spec)."""
-    target = resolve_spec(spec)
+    """:func:`write_report` for a spec file or a resolved :class:`SweepTarget`."""
+    target = spec if isinstance(spec, SweepTarget) else resolve_spec(spec)
     return write_report(
         target.sweep_id,
         target.tracking_uri,

@@ -96,8 +96,4 @@ def get_backend(name: str) -> Backend:
     try:
         return _REGISTRY[name]()
     except KeyError:
-        raise KeyError(
-            f"unknown backend {name!r}; known: {', '.join(known_backends())}"
-        ) from None
-
-
+        raise KeyError(f"unknown backend {name!r}; known: {', '.join(known_backends())}") from None

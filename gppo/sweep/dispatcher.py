@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gppo import metrics as M
-from gppo.backends.base import Job
+from gppo.backends.base import Job, get_backend
 from gppo.grid.cell import Cell
 from gppo.sweep.cluster import Cluster
 from gppo.sweep.tracking import Tracking, is_finished
@@ -111,13 +111,7 @@ class Dispatcher:
             self.tracking.client.update_run(run_id, status="RUNNING")
             self.tracking.set_tags(run_id, {M.TAG_ATTEMPT: str(attempt), M.TAG_RAY_JOB_ID: sid})
         env = {**dict(job.env), M.ENV_TRACKING_URI: self.tracking.uri, M.ENV_RUN_ID: run_id}
-        res = job.resources
-        kwargs: dict[str, Any] = {
-            "entrypoint_num_cpus": res.num_cpus,
-            "entrypoint_num_gpus": res.num_gpus,
-        }
-        if res.memory_gb:
-            kwargs["entrypoint_memory"] = int(res.memory_gb * 2**30)
+        kwargs = entrypoint_resources(cell, job)
         try:
             self.client.submit_job(
                 entrypoint=job.entrypoint,
@@ -213,3 +207,23 @@ def log_file(temp_dir: str | None, sid: str) -> Path | None:
         return None
     path = Path(temp_dir) / "session_latest" / "logs" / f"job-driver-{sid}.log"
     return path if path.exists() else None
+
+
+def entrypoint_resources(cell: Cell, job: Job) -> dict[str, Any]:
+    """Ray entrypoint resources of a job.
+
+    A backend whose entrypoint only drives workers of its own (verl starts its GPU actors
+    itself) declares ``entrypoint_holds_resources = False``: its entrypoint is submitted with
+    no GPUs, or verl's placement groups could never get them. Concurrency is still gated on the
+    cell's full resources by the launcher (``max_concurrent``).
+    """
+    res = job.resources
+    if not get_backend(cell.backend).entrypoint_holds_resources:
+        return {"entrypoint_num_cpus": min(res.num_cpus, 1.0), "entrypoint_num_gpus": 0}
+    kwargs: dict[str, Any] = {
+        "entrypoint_num_cpus": res.num_cpus,
+        "entrypoint_num_gpus": res.num_gpus,
+    }
+    if res.memory_gb:
+        kwargs["entrypoint_memory"] = int(res.memory_gb * 2**30)
+    return kwargs

@@ -66,6 +66,8 @@ class LaunchResult:
     cells: dict[str, CellState] = field(default_factory=dict)
     interrupted: bool = False
     detached: bool = False
+    #: what :func:`gppo.sweep.hooks.after_sweep` returned (the report), when it ran
+    report: Any = None
 
     def count(self, state: str) -> int:
         return sum(1 for c in self.cells.values() if c.state == state)
@@ -339,7 +341,9 @@ def run_after_sweep_hook(ctx: SweepContext, result: LaunchResult) -> None:
     try:
         from gppo.sweep.hooks import after_sweep
 
-        after_sweep(ctx.plan, tracking_uri=ctx.tracking.uri, experiment_id=ctx.experiment_id)
+        result.report = after_sweep(
+            ctx.plan, tracking_uri=ctx.tracking.uri, experiment_id=ctx.experiment_id
+        )
     except Exception as exc:
         log.warning("after-sweep hook failed: %s", exc)
 

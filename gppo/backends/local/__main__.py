@@ -103,6 +103,8 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
         res_all[M.eval_domain_metric(cell.eval_k)] = sum(res.values()) / len(res)
         evals[step] = res_all
         if log is not None:
+            if step == 0:  # the base model, also under its own name (see metrics.eval_base_metric)
+                log.log({M.eval_base_metric(b, cell.eval_k): v for b, v in res.items()}, step)
             log.log(res_all, step)
             log.flush()
         say(
