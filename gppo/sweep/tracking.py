@@ -47,8 +47,18 @@ def state_root(uri: str) -> Path:
 
 
 def is_locked_error(exc: BaseException) -> bool:
+    """True for the transient errors of a store written by several processes at once.
+
+    Besides SQLite's lock errors, this covers MLflow's read-then-insert of a run's
+    ``latest_metrics`` row: two processes logging the same new key to one run both insert it,
+    and the loser's whole transaction is rolled back (IntegrityError), so a retry is safe.
+    """
     text = str(exc).lower()
-    return "database is locked" in text or "database table is locked" in text
+    return (
+        "database is locked" in text
+        or "database table is locked" in text
+        or "unique constraint failed: latest_metrics" in text
+    )
 
 
 def retry_locked(fn: Callable[[], T], *, attempts: int = 30, base_s: float = 0.05) -> T:
