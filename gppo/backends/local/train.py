@@ -63,49 +63,6 @@ class Profile:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-class AdamW:
-    """AdamW (decoupled weight decay), the same update as ``torch.optim.AdamW``.
-
-    Written out because constructing a ``torch.optim`` optimiser imports ``torch._dynamo`` (and
-    sympy): ~3-10 s of start-up per cell, more than a quarter of a quick-start cell.
-    """
-
-    def __init__(
-        self,
-        params: list[torch.nn.Parameter],
-        lr: float,
-        betas: tuple[float, float] = (0.9, 0.999),
-        eps: float = 1e-8,
-        weight_decay: float = 0.0,
-    ) -> None:
-        self.params = [p for p in params if p.requires_grad]
-        self.lr, self.betas, self.eps, self.wd = lr, betas, eps, weight_decay
-        self.t = 0
-        self.m = [torch.zeros_like(p) for p in self.params]
-        self.v = [torch.zeros_like(p) for p in self.params]
-
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.params:
-            p.grad = None
-
-    @torch.no_grad()
-    def step(self) -> None:
-        self.t += 1
-        b1, b2 = self.betas
-        bc1 = 1 - b1**self.t
-        bc2_sqrt = (1 - b2**self.t) ** 0.5
-        for p, m, v in zip(self.params, self.m, self.v, strict=True):
-            if p.grad is None:
-                continue
-            g = p.grad
-            if self.wd:
-                p.mul_(1 - self.lr * self.wd)
-            m.mul_(b1).add_(g, alpha=1 - b1)
-            v.mul_(b2).addcmul_(g, g, value=1 - b2)
-            denom = (v.sqrt() / bc2_sqrt).add_(self.eps)
-            p.addcdiv_(m, denom, value=-self.lr / bc1)
-
-
 class Trainer:
     """Owns the policy, the optimiser and the seeded RNGs of one cell."""
 
@@ -127,8 +84,8 @@ class Trainer:
         self.prompt_rng = random.Random(f"gppo-local/train/{seed}")
         self.sample_gen = torch.Generator().manual_seed(10_000 + seed)
         self.shuffle_gen = torch.Generator().manual_seed(20_000 + seed)
-        self.opt = AdamW(
-            list(policy.parameters()), lr=settings.lr, weight_decay=settings.weight_decay
+        self.opt = torch.optim.AdamW(
+            policy.parameters(), lr=settings.lr, weight_decay=settings.weight_decay
         )
         self.profile = Profile()
 
