@@ -129,26 +129,36 @@ def collect_curves(
     return pd.DataFrame(records, columns=["domain", "cell", "seed", "metric", "step", "value"])
 
 
-def _mean_curve(frame: pd.DataFrame) -> pd.Series:
-    return frame.groupby("step")["value"].mean().sort_index()
+def _mean_curve(frame: pd.DataFrame, window: int | None = None) -> pd.Series:
+    """Mean over seeds per step, then a trailing rolling mean of ``window`` steps.
+
+    ``window=None`` picks one step in 15 of the curve's length (none under 30 steps): a training
+    score of a few dozen rollouts per step is too noisy to compare cells by eye otherwise.
+    """
+    curve = frame.groupby("step")["value"].mean().sort_index()
+    if window is None:
+        window = len(curve) // 15 if len(curve) >= 30 else 1
+    return curve.rolling(window, min_periods=1).mean() if window > 1 else curve
 
 
-def figure2_dynamics(curves: pd.DataFrame) -> Figure:
+def figure2_dynamics(curves: pd.DataFrame, smooth: int | None = None) -> Figure:
     """Figure 2: training score (solid, left axis) and entropy (dash-dot, right axis) vs step.
 
-    One panel per domain; one colour per cell, averaged over seeds. Each panel is an Axes plus its
-    ``twinx`` Axes (so a figure with D domains has 2·D axes).
+    One panel per domain; one colour per cell, averaged over seeds and smoothed by a trailing
+    rolling mean of ``smooth`` steps (None: automatic, see :func:`_mean_curve`; 1: raw). Each
+    panel is an Axes plus its ``twinx`` Axes (so a figure with D domains has 2·D axes).
     """
     domains = list(dict.fromkeys(curves["domain"])) or ["(no data)"]
-    fig, axes = plt.subplots(1, len(domains), figsize=(6 * len(domains), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(domains), figsize=(8 * len(domains), 4), squeeze=False)
     cmap = plt.get_cmap("tab20")
     for ax, domain in zip(axes[0], domains, strict=True):
         twin = ax.twinx()
         frame = curves[curves["domain"] == domain]
         for i, cell in enumerate(dict.fromkeys(frame["cell"])):
             color = cmap(i % 20)
-            score = _mean_curve(frame[(frame["cell"] == cell) & (frame["metric"] == M.TRAIN_SCORE)])
-            ent = _mean_curve(frame[(frame["cell"] == cell) & (frame["metric"] == M.ENTROPY)])
+            of_cell = frame[frame["cell"] == cell]
+            score = _mean_curve(of_cell[of_cell["metric"] == M.TRAIN_SCORE], smooth)
+            ent = _mean_curve(of_cell[of_cell["metric"] == M.ENTROPY], smooth)
             if len(score):
                 ax.plot(score.index, score.values, color=color, linestyle="-", label=cell)
             if len(ent):
@@ -159,8 +169,8 @@ def figure2_dynamics(curves: pd.DataFrame) -> Figure:
         ax.set_xlabel("step")
         ax.set_ylabel("training score (solid)")
         twin.set_ylabel("entropy (dash-dot)")
-        if ax.lines:
-            ax.legend(fontsize="x-small", loc="center right", ncol=2)
+        if ax.lines:  # outside the plot, to the right of the entropy axis
+            ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.18, 1.0))
     fig.tight_layout()
     return fig
 

@@ -82,3 +82,16 @@ def test_figure2_clip_fraction_per_mu_bucket_per_estimator():
     assert all(len(c.patches) == len(M.MU_BUCKETS) for c in ax.containers)
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks == ["μ < 0.01", "0.01 ≤ μ < 0.1", "0.1 ≤ μ < 0.5", "μ ≥ 0.5"]
+
+
+def test_figure2_smooths_long_noisy_curves_with_a_trailing_mean():
+    steps = np.arange(1, 61)
+    noisy = np.where(steps % 2 == 0, 1.0, 0.0)  # alternating 0/1: mean 0.5
+    curves = pd.DataFrame(
+        {"domain": "math", "cell": "tv/mc", "seed": 0, "metric": M.TRAIN_SCORE,
+         "step": steps, "value": noisy}
+    )  # fmt: skip
+    auto = F.figure2_dynamics(curves).axes[0].get_lines()[0].get_ydata()
+    assert np.allclose(auto[4:], 0.5)  # window 60 // 15 = 4: an even window averages to 0.5
+    raw = F.figure2_dynamics(curves, smooth=1).axes[0].get_lines()[0].get_ydata()
+    assert np.array_equal(raw, noisy)
