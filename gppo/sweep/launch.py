@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import threading
 import time
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from gppo.sweep.dispatcher import (
     SubmissionExists,
 )
 from gppo.sweep.session import SweepContext, open_sweep
+from gppo.sweep.signals import signals_set
 from gppo.sweep.tracking import attempt_of, is_finished, latest_metric
 
 log = logging.getLogger(__name__)
@@ -177,7 +177,7 @@ class Launcher:
             sweep_id=self.plan.sweep_id,
         )
         result = LaunchResult(self.plan.sweep_id)
-        restore = _signals_set(self.stop_event)
+        restore = signals_set(self.stop_event)
         marker = ctx.state_dir / "launcher.json"
         try:
             result.cells = reconcile(ctx, disp, list(self.plan.cells))
@@ -346,23 +346,3 @@ def run_after_sweep_hook(ctx: SweepContext, result: LaunchResult) -> None:
         )
     except Exception as exc:
         log.warning("after-sweep hook failed: %s", exc)
-
-
-def _signals_set(stop_event: threading.Event) -> Callable[[], None]:
-    """Route SIGINT and SIGTERM to ``stop_event`` while the launch loop runs.
-
-    A raised KeyboardInterrupt can land inside a library's finaliser, where Python ignores it
-    ("Exception ignored in ..."), and the Ctrl-C would be lost; an event is never lost. The loop
-    sees it within one poll and stops (or detaches) cleanly. A second signal raises at once.
-    Returns the function that restores the previous handlers.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def handler(_sig: int, _frame: Any) -> None:
-        if stop_event.is_set():
-            raise KeyboardInterrupt
-        stop_event.set()
-
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
-    return lambda: [signal.signal(sig, h) for sig, h in old.items()] and None

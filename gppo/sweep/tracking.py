@@ -46,28 +46,31 @@ def state_root(uri: str) -> Path:
     return Path.cwd() / ".gppo"
 
 
-def is_locked_error(exc: BaseException) -> bool:
-    """True for the transient errors of a store written by several processes at once.
+#: Errors of a store written by several processes at once that a retry resolves: SQLite's
+#: locks, and MLflow's read-then-insert upserts of a run's ``latest_metrics`` and ``tags`` rows
+#: (two processes adding the same new key to one run both insert it; the loser's transaction is
+#: rolled back whole, so retrying it is safe and turns the insert into an update).
+TRANSIENT_STORE_ERRORS = (
+    "database is locked",
+    "database table is locked",
+    "unique constraint failed: latest_metrics.",
+    "unique constraint failed: tags.",
+)
 
-    Besides SQLite's lock errors, this covers MLflow's read-then-insert of a run's
-    ``latest_metrics`` row: two processes logging the same new key to one run both insert it,
-    and the loser's whole transaction is rolled back (IntegrityError), so a retry is safe.
-    """
+
+def is_transient_store_error(exc: BaseException) -> bool:
     text = str(exc).lower()
-    return (
-        "database is locked" in text
-        or "database table is locked" in text
-        or "unique constraint failed: latest_metrics" in text
-    )
+    return any(marker in text for marker in TRANSIENT_STORE_ERRORS)
 
 
 def retry_locked(fn: Callable[[], T], *, attempts: int = 30, base_s: float = 0.05) -> T:
-    """Call ``fn`` again (jittered backoff, ~30 s in all) while SQLite says it is locked."""
+    """Call ``fn`` again (jittered backoff, ~30 s in all) while the store reports a transient
+    error (:data:`TRANSIENT_STORE_ERRORS`)."""
     for i in range(attempts):
         try:
             return fn()
         except Exception as exc:
-            if not is_locked_error(exc) or i == attempts - 1:
+            if not is_transient_store_error(exc) or i == attempts - 1:
                 raise
             time.sleep(min(2.0, base_s * 2**i) * (0.5 + random.random()))
     raise AssertionError("unreachable")

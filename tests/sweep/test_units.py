@@ -90,3 +90,28 @@ def test_driver_backends_submit_their_entrypoint_without_gpus():
         "entrypoint_num_gpus": 8,
         "entrypoint_memory": 64 * 2**30,
     }
+
+
+def test_transient_store_errors_are_retried_and_others_are_not():
+    from gppo.sweep.tracking import retry_locked
+
+    calls = []
+
+    def flaky():
+        calls.append(1)
+        if len(calls) < 3:
+            raise RuntimeError(
+                "(sqlite3.IntegrityError) UNIQUE constraint failed: tags.key, tags.run_uuid"
+            )
+        return "ok"
+
+    assert retry_locked(flaky, base_s=0.001) == "ok" and len(calls) == 3
+
+    def broken():
+        calls.append(1)
+        raise RuntimeError("UNIQUE constraint failed: params.key")  # a real conflict: no retry
+
+    calls.clear()
+    with pytest.raises(RuntimeError, match="params"):
+        retry_locked(broken, base_s=0.001)
+    assert len(calls) == 1

@@ -12,17 +12,15 @@ Crash safety: see :mod:`gppo.sweep.tuning.recovery`.
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import optuna
 from optuna.trial import TrialState
 
 from gppo.grid import SpecError
+from gppo.sweep.signals import signals_set
 from gppo.sweep.tuning import attrs, jobs, readback
 from gppo.sweep.tuning.cells import check_spec, trial_cell
 from gppo.sweep.tuning.percell import enqueue_default
@@ -82,12 +80,15 @@ class Tuner:
         self.open()
         t = self.spec.tune
         max_failures = t.max_failures if t.max_failures is not None else t.n_trials
-        restore = _sigterm_as_interrupt()
+        stop = threading.Event()
+        restore = signals_set(stop)
         try:
             recover(self)
             last_recover = time.monotonic()
             with self.progress.live(self):
                 while True:
+                    if stop.is_set():
+                        raise KeyboardInterrupt
                     if time.monotonic() - last_recover > t.stale_after_s / 2:
                         recover(self)  # trials of tuners that died since (shared storage)
                         last_recover = time.monotonic()
@@ -109,7 +110,7 @@ class Tuner:
                         break
                     self._heartbeat()
                     self.progress.update(self)
-                    time.sleep(t.poll_s)
+                    stop.wait(t.poll_s)
         except BaseException:
             self._abandon("the tuner was interrupted")
             raise
@@ -268,15 +269,3 @@ class Tuner:
 def run_tuning(spec: TuneSpec, *, progress: Progress | None = None) -> optuna.Study:
     """Run or resume ``spec``'s study to ``tune.n_trials`` finished trials; returns the study."""
     return Tuner(spec, progress=progress).run()
-
-
-def _sigterm_as_interrupt() -> Callable[[], None]:
-    """SIGTERM ends the tuner like Ctrl-C (its jobs stopped, its trials FAIL)."""
-    if threading.current_thread() is not threading.main_thread():
-        return lambda: None
-
-    def handler(_sig: int, _frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    old = signal.signal(signal.SIGTERM, handler)
-    return lambda: signal.signal(signal.SIGTERM, old)
