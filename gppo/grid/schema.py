@@ -39,17 +39,13 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gppo.grid import registries
+from gppo.objectives.aggregation import AGG_MODES
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 DEFAULT_DIVERGENCES = ("tv", "chi2", "kl", "hellinger")
 DEFAULT_ESTIMATORS = ("mc", "atomic", "binary")
 BASELINES = ("gspo", "gmpo", "sapo", "cispo", "clip_cov")
-LOSS_AGG_MODES = (
-    "token-mean",
-    "seq-mean-token-mean",
-    "seq-mean-token-sum",
-    "seq-mean-token-sum-norm",
-)
+LOSS_AGG_MODES = AGG_MODES  # the aggregations the losses implement (verl's, MATH.md)
 
 
 def _check_baseline(name: str) -> str:
