@@ -1,0 +1,123 @@
+"""requirements/constraints.txt (the lock, made by scripts/lock.sh) agrees with pyproject.toml.
+
+Every requirement of the base install and of every extra must have a pin in the lock that
+satisfies it, on each Python the project supports; and the pins of requirements/pins.in must be
+in the lock as written. A requirement added to pyproject.toml without re-running
+``scripts/lock.sh`` fails here with the requirement and what the lock holds.
+"""
+
+import sys
+from pathlib import Path
+
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+ROOT = Path(__file__).resolve().parents[1]
+LOCK = ROOT / "requirements" / "constraints.txt"
+PINS = ROOT / "requirements" / "pins.in"
+PYTHONS = ("3.10", "3.11", "3.12")
+
+
+def _environment(python: str) -> dict[str, str]:
+    env = default_environment()
+    env.update(
+        python_version=python,
+        python_full_version=f"{python}.0",
+        sys_platform="linux",
+        platform_system="Linux",
+        platform_machine="x86_64",
+        os_name="posix",
+        implementation_name="cpython",
+        platform_python_implementation="CPython",
+    )
+    return env
+
+
+def _requirement_lines(path: Path) -> list[Requirement]:
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
+    return [Requirement(line) for line in lines if line]
+
+
+def locked_versions(python: str) -> dict[str, str]:
+    """The lock's pin per (canonical) package name that applies on Linux x86-64 ``python``."""
+    env = _environment(python)
+    pins: dict[str, str] = {}
+    for req in _requirement_lines(LOCK):
+        if req.marker is not None and not req.marker.evaluate(env):
+            continue
+        (spec,) = req.specifier
+        assert spec.operator == "==", f"{LOCK.name}: {req} is not an exact pin"
+        pins[canonicalize_name(req.name)] = spec.version
+    return pins
+
+
+def project_requirements(pyproject: Path) -> list[tuple[str, Requirement]]:
+    """(where, requirement) for the base dependencies and every optional extra."""
+    project = tomllib.loads(pyproject.read_text())["project"]
+    found = [("dependencies", Requirement(r)) for r in project["dependencies"]]
+    for extra, reqs in project.get("optional-dependencies", {}).items():
+        found += [(f"optional-dependencies.{extra}", Requirement(r)) for r in reqs]
+    return found
+
+
+def unsatisfied(python: str, pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """One line per requirement of ``pyproject`` that the lock does not satisfy on ``python``."""
+    pins = locked_versions(python)
+    env = _environment(python)
+    problems = []
+    for where, req in project_requirements(pyproject):
+        if req.marker is not None and not req.marker.evaluate({**env, "extra": ""}):
+            continue
+        name = canonicalize_name(req.name)
+        if name not in pins:
+            problems.append(f"pyproject.toml {where}: {req} is not in the lock")
+        elif not req.specifier.contains(pins[name], prereleases=True):
+            problems.append(f"pyproject.toml {where}: {req} but the lock pins {name}=={pins[name]}")
+    return problems
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_lock_satisfies_every_requirement_and_extra(python):
+    problems = unsatisfied(python)
+    assert not problems, (
+        f"the lock disagrees with pyproject.toml on Python {python} (run scripts/lock.sh):\n"
+        + "\n".join(problems)
+    )
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_lock_holds_the_pins(python):
+    pins = locked_versions(python)
+    for req in _requirement_lines(PINS):
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{PINS.name}: {req} is missing from the lock"
+        assert req.specifier.contains(pins[name]), f"{PINS.name}: {req} but lock has {pins[name]}"
+        assert "+" not in pins[name], f"{name}=={pins[name]}: no local version label in the lock"
+
+
+def test_lock_was_made_by_the_lock_script():
+    header = LOCK.read_text().splitlines()[:3]
+    assert any("scripts/lock.sh" in line for line in header), header
+    assert "--all-extras" in (ROOT / "scripts" / "lock.sh").read_text()
+
+
+def test_agreement_check_catches_a_requirement_added_without_relocking(tmp_path):
+    """The check itself can fail: a pyproject with a new requirement the lock lacks."""
+    text = (ROOT / "pyproject.toml").read_text()
+    fake = tmp_path / "pyproject.toml"
+    fake.write_text(text.replace('"psutil>=5.9",', '"psutil>=5.9",\n    "left-pad-nowhere>=1",'))
+    assert unsatisfied("3.11", fake) == [
+        "pyproject.toml dependencies: left-pad-nowhere>=1 is not in the lock"
+    ]
+    fake.write_text(text.replace('"psutil>=5.9"', '"psutil>=999"'))
+    assert unsatisfied("3.11", fake) == [
+        f"pyproject.toml dependencies: psutil>=999 but the lock pins psutil=="
+        f"{locked_versions('3.11')['psutil']}"
+    ]
