@@ -40,6 +40,17 @@ def _environment(python: str) -> dict[str, str]:
     return env
 
 
+def direct_in_lock() -> set[str]:
+    """Names the lock records as required by the project itself (``# via gppo-sweep``)."""
+    direct, current = set(), None
+    for line in LOCK.read_text().splitlines():
+        if line and not line.startswith(" ") and not line.startswith("#"):
+            current = canonicalize_name(Requirement(line).name)
+        elif current and "gppo-sweep (pyproject.toml)" in line:
+            direct.add(current)
+    return direct
+
+
 def _requirement_lines(path: Path) -> list[Requirement]:
     lines = (line.split("#", 1)[0].strip() for line in path.read_text().splitlines())
     return [Requirement(line) for line in lines if line]
@@ -70,6 +81,7 @@ def project_requirements(pyproject: Path) -> list[tuple[str, Requirement]]:
 def unsatisfied(python: str, pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
     """One line per requirement of ``pyproject`` that the lock does not satisfy on ``python``."""
     pins = locked_versions(python)
+    direct = direct_in_lock()
     env = _environment(python)
     problems = []
     for where, req in project_requirements(pyproject):
@@ -80,6 +92,10 @@ def unsatisfied(python: str, pyproject: Path = ROOT / "pyproject.toml") -> list[
             problems.append(f"pyproject.toml {where}: {req} is not in the lock")
         elif not req.specifier.contains(pins[name], prereleases=True):
             problems.append(f"pyproject.toml {where}: {req} but the lock pins {name}=={pins[name]}")
+        elif name not in direct:
+            problems.append(
+                f"pyproject.toml {where}: {req} is locked only as another package's dependency"
+            )
     return problems
 
 
@@ -115,6 +131,10 @@ def test_agreement_check_catches_a_requirement_added_without_relocking(tmp_path)
     fake.write_text(text.replace('"psutil>=5.9",', '"psutil>=5.9",\n    "left-pad-nowhere>=1",'))
     assert unsatisfied("3.11", fake) == [
         "pyproject.toml dependencies: left-pad-nowhere>=1 is not in the lock"
+    ]
+    fake.write_text(text.replace('"psutil>=5.9",', '"psutil>=5.9",\n    "httpx>=0.20",'))
+    assert unsatisfied("3.11", fake) == [
+        "pyproject.toml dependencies: httpx>=0.20 is locked only as another package's dependency"
     ]
     fake.write_text(text.replace('"psutil>=5.9"', '"psutil>=999"'))
     assert unsatisfied("3.11", fake) == [
