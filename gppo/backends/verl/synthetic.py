@@ -188,18 +188,30 @@ def micro_batches(
 
 
 def aggregate_metrics(per_micro_batch: list[dict[str, Any]]) -> dict[str, float]:
-    """The values verl logs for one mini-batch: per-micro-batch ``{name: Metric | value}`` merged by
-    verl's ``append_to_dict`` (engine), gathered as one DP rank (``[metric]``, what
-    ``allgather_dict_into_dict`` gives at world size 1), ``Metric.aggregate_dp`` (worker), then
-    ``reduce_metrics`` (trainer)."""
-    from verl.utils.metric import Metric, reduce_metrics
+    """The values verl logs for one mini-batch on one DP rank: per-micro-batch ``{name: Metric |
+    value}`` merged by verl's ``append_to_dict`` (the engine's ``postprocess_batch_func``), then
+    :func:`reduce_gathered` of ``{name: [merged]}`` (what ``allgather_dict_into_dict`` gives at
+    world size 1)."""
     from verl.utils.py_functional import append_to_dict
 
     merged: dict[str, Any] = {}
     for metrics in per_micro_batch:
         append_to_dict(merged, metrics)
+    return reduce_gathered({key: [val] for key, val in merged.items()})
+
+
+def reduce_gathered(gathered: dict[str, list[Any]]) -> dict[str, float]:
+    """verl's worker and trainer reduction of DP-gathered metrics (``{name: [per rank]}``):
+    ``Metric.aggregate_dp`` or a flattened list (``TrainingWorker.train_mini_batch``), then
+    ``reduce_metrics`` (the trainer)."""
+    from itertools import chain
+
+    from verl.utils.metric import Metric, reduce_metrics
+
     out: dict[str, Any] = {}
-    for key, val in merged.items():
-        gathered = [val]
-        out[key] = [Metric.aggregate_dp(gathered)] if isinstance(val, Metric) else list(val)
+    for key, val in gathered.items():
+        if isinstance(val[0], Metric):
+            out[key] = [Metric.aggregate_dp(val)]
+        else:
+            out[key] = list(chain.from_iterable(val))
     return {k: float(v) for k, v in reduce_metrics(out).items()}
