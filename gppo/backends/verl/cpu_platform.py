@@ -136,7 +136,9 @@ def init_single_process_group(port: int = 29533) -> None:
     dist.init_process_group(backend, rank=0, world_size=1)
 
 
-def tiny_causal_lm(path: Path, *, vocab_size: int = 64, hidden: int = 32, layers: int = 2, seed: int = 0) -> Path:
+def tiny_causal_lm(
+    path: Path, *, vocab_size: int = 64, hidden: int = 32, layers: int = 2, seed: int = 0
+) -> Path:
     """Save a random tiny ``Qwen2ForCausalLM`` (4 heads, 2 KV heads) and a word-level tokenizer
     to ``path`` with ``save_pretrained``; built from a ``transformers`` config, nothing downloaded."""
     from tokenizers import Tokenizer, models
@@ -157,7 +159,9 @@ def tiny_causal_lm(path: Path, *, vocab_size: int = 64, hidden: int = 32, layers
     Qwen2ForCausalLM(config).save_pretrained(path)
     vocab = {"<pad>": 0, "<eos>": 1, **{f"t{i}": i for i in range(2, vocab_size)}}
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<pad>"))
-    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>").save_pretrained(path)
+    PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>"
+    ).save_pretrained(path)
     return path
 
 
@@ -187,7 +191,11 @@ def build_engine(
     engine_config = FSDPEngineConfig(
         strategy="fsdp2",
         use_torch_compile=False,
-        mixed_precision={"param_dtype": param_dtype, "reduce_dtype": "fp32", "buffer_dtype": "fp32"},
+        mixed_precision={
+            "param_dtype": param_dtype,
+            "reduce_dtype": "fp32",
+            "buffer_dtype": "fp32",
+        },
     )
     optim_config = FSDPOptimizerConfig(lr=lr, clip_grad=1e9)
     engine = FSDPEngineWithLMHead(model_config, engine_config, optim_config, CheckpointConfig())

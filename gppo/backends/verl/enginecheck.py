@@ -107,16 +107,18 @@ def engine_step(
     micro_batch_size: int | None = None,
     max_token_len: int | None = None,
     take_step: bool = True,
+    loss: Any = None,
 ) -> StepResult:
     """One mini-batch: zero grads, ``forward_backward_batch`` with verl's ``ppo_loss``, the
     gradients, then (``take_step``) ``optimizer_step``. ``micro_batch_size`` (fixed split) or
-    ``max_token_len`` (dynamic batch size); neither = the whole batch at once."""
+    ``max_token_len`` (dynamic batch size); neither = the whole batch at once. ``loss`` replaces
+    ``ppo_loss`` (same signature), e.g. to record what reaches it."""
     from verl.utils.torch_functional import allgather_dict_into_dict
     from verl.workers.utils.losses import ppo_loss
 
     data = data.clone()
     _set_split(data, micro_batch_size, max_token_len)
-    loss_fn = functools.partial(ppo_loss, actor_config)
+    loss_fn = functools.partial(loss or ppo_loss, actor_config)
     before = params(engine) if take_step else None
     with engine.train_mode():
         engine.optimizer_zero_grad()
@@ -139,6 +141,13 @@ def engine_step(
         n_micro=len(out["loss"]),
         max_param_change=change,
     )
+
+
+def build_engine_for_tests(model_dir: Any, param_dtype: str) -> Any:
+    """:func:`.cpu_platform.build_engine` with the defaults the checks use."""
+    from gppo.backends.verl.cpu_platform import build_engine
+
+    return build_engine(model_dir, param_dtype=param_dtype)
 
 
 def relative_grad_error(a: dict[str, Tensor], b: dict[str, Tensor]) -> float:

@@ -26,12 +26,8 @@ from gppo.objectives.methods import get_method
 ATOL = 1e-6
 
 
-def _cells(all_paper_cells, composed, method_is_gppo: bool):
-    out = []
-    for cell in all_paper_cells["paper-math"]:
-        if (cell.method == "gppo") == method_is_gppo:
-            out.append((cell, composed["paper-math", cell.id][3]["actor"]))
-    return out
+def _cells(math_actors, method_is_gppo: bool):
+    return [(c, a) for c, a in math_actors.values() if (c.method == "gppo") == method_is_gppo]
 
 
 def _gppo_kwargs(cell) -> dict:
@@ -85,8 +81,8 @@ def _info(data, actor) -> dict:
 LAYOUTS = [(1, 0, 1, False), (2, 17, 2, True)]
 
 
-def test_twelve_cells_every_aggregation_mode(all_paper_cells, composed):
-    cells = _cells(all_paper_cells, composed, method_is_gppo=True)
+def test_twelve_cells_every_aggregation_mode(math_actors):
+    cells = _cells(math_actors, method_is_gppo=True)
     assert len(cells) == 12
     for i, (cell, actor) in enumerate(cells):
         assert actor.policy_loss.loss_mode == "gppo"
@@ -110,10 +106,10 @@ def test_twelve_cells_every_aggregation_mode(all_paper_cells, composed):
                 assert v_metrics["actor/pg_loss"] == pytest.approx(float(o_loss), abs=ATOL)
 
 
-def test_metrics_survive_aggregation_under_mapped_names(all_paper_cells, composed):
+def test_metrics_survive_aggregation_under_mapped_names(math_actors):
     """Micro-batches split by verl (fixed size and dynamic): verl's Metric aggregation gives the
     micro-batch mean of every diagnostic and the summed loss; the backend maps every one."""
-    cell, actor = _cells(all_paper_cells, composed, method_is_gppo=True)[8]  # kl-binary
+    cell, actor = _cells(math_actors, method_is_gppo=True)[8]  # kl-binary
     tokens = sy.synthetic_tokens(batch_size=8, seed=3, spread=0.4)
     whole = sy.synthetic_batch(tokens, seed=3)
     sy.set_engine_batch_info(whole)
@@ -167,10 +163,10 @@ def _rows(part, data) -> list[int]:
     ]
 
 
-def test_bf16_log_probs_under_autocast_give_float32_loss(all_paper_cells, composed):
+def test_bf16_log_probs_under_autocast_give_float32_loss(math_actors):
     """The engine hands ppo_loss bf16 log-probs under autocast: the gppo loss is float32 and
     equals the float32 loss on the same (bf16-rounded) values, for every cell."""
-    for i, (cell, actor) in enumerate(_cells(all_paper_cells, composed, method_is_gppo=True)):
+    for i, (cell, actor) in enumerate(_cells(math_actors, method_is_gppo=True)):
         tokens = sy.synthetic_tokens(seed=i, spread=0.3)
         rounded = dataclasses.replace(tokens, log_prob=tokens.log_prob.bfloat16().float())
         data = sy.synthetic_batch(tokens, seed=i)
@@ -183,10 +179,10 @@ def test_bf16_log_probs_under_autocast_give_float32_loss(all_paper_cells, compos
         assert b_m == f_m
 
 
-def test_five_baselines_through_their_verl_loss_modes(all_paper_cells, composed):
+def test_five_baselines_through_their_verl_loss_modes(math_actors):
     """verl's own modes (gspo, geo_mean, sapo, cispo, clip_cov) inside ppo_loss equal our
     baselines (values, gradients), every aggregation mode, and their metrics map."""
-    cells = _cells(all_paper_cells, composed, method_is_gppo=False)
+    cells = _cells(math_actors, method_is_gppo=False)
     assert sorted(c.method for c, _ in cells) == ["cispo", "clip_cov", "gmpo", "gspo", "sapo"]
     for i, (cell, actor) in enumerate(cells):
         params = {k: v for k, v in cell.loss_params.items() if k != "loss_agg_mode"}
