@@ -197,7 +197,7 @@ def build_engine(
             "buffer_dtype": "fp32",
         },
     )
-    optim_config = FSDPOptimizerConfig(lr=lr, clip_grad=1e9)
+    optim_config = FSDPOptimizerConfig(lr=lr)
     engine = FSDPEngineWithLMHead(model_config, engine_config, optim_config, CheckpointConfig())
     engine.initialize()
     return engine
