@@ -7,7 +7,7 @@ Per cell, what a cluster job would do first, with verl's own code:
 2. **loss**: a synthetic batch laid out by verl's utilities (:mod:`.synthetic`: no-padding
    nested log-probs, ``response_mask``, ``old_log_probs``, ``advantages``, rollout IS weights),
    with the data-parallel batch info of the cell's real shape (DP = GPUs / sequence parallel;
-   ``global_batch_size`` = mini-batch prompts x group size), through verl's worker loss
+   ``global_batch_size`` = that many times the synthetic batch), through verl's worker loss
    ``ppo_loss``: the loss must be finite float32, equal to gppo.objectives on the same tokens
    (1e-6), with a finite non-zero gradient w.r.t. the log-probs equal to ours;
 3. **bf16**: the same call with bf16 log-probs under autocast (as the engine passes them) gives
@@ -21,7 +21,7 @@ Each cell yields a :class:`CellCheck` (ok, or the stage and a one-line reason).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,10 +113,9 @@ def _verl_call(actor: Any, tokens: sy.SyntheticTokens, data: Any, bf16: bool = F
     return loss.detach(), no_padding_2_padding(leaf.grad, data).float(), metrics
 
 
-def _dp_shape(settings: Any) -> tuple[int, int]:
-    """(data-parallel size, sequences per mini-batch) of the cell's real run."""
-    dp = max(1, settings.n_gpus // max(1, settings.sequence_parallel))
-    return dp, settings.mini_batch_prompts * settings.group_size
+def _dp_size(settings: Any) -> int:
+    """The data-parallel size of the cell's real run (GPUs / Ulysses sequence parallel)."""
+    return max(1, settings.n_gpus // max(1, settings.sequence_parallel))
 
 
 def check_cell(cell: Cell, *, batch_size: int = 4, response_len: int = 12) -> CellCheck:
@@ -145,7 +144,7 @@ def check_cell(cell: Cell, *, batch_size: int = 4, response_len: int = 12) -> Ce
 def _loss_path(cell: Cell, actor: Any, settings: Any, b: int, r: int) -> str:
     mode = actor.loss_agg_mode
     is_gppo = actor.policy_loss.loss_mode == "gppo"
-    dp, _ = _dp_shape(settings)
+    dp = _dp_size(settings)
     # gppo cells: with rollout IS weights (our plugin applies them); baselines: verl's own
     # modes, compared without (our baseline functions take none)
     tokens = sy.synthetic_tokens(b, r, seed=1, spread=0.3, is_weights=is_gppo)
@@ -214,7 +213,3 @@ def check_plan(plan: Any, spec_path: str, echo: Callable[[str], None]) -> list[C
         echo(result.line())
         out.append(result)
     return out
-
-
-def check_cells(cells: Iterable[Cell]) -> list[CellCheck]:
-    return [check_cell(cell) for cell in cells]

@@ -63,7 +63,6 @@ def synthetic_tokens(
     adv = torch.randn(b, 1, generator=g).expand(b, r).clone()
     lengths = torch.randint(max(1, r // 3), r + 1, (b,), generator=g)
     mask = (torch.arange(r)[None, :] < lengths[:, None]).float()
-    mask[0, : lengths[0]] = 1.0
     if r > 4:
         mask[1, 2:4] = 0.0  # tokens inside a response that carry no loss (e.g. tool output)
     weights = (0.5 + torch.rand(b, r, generator=g)) if is_weights else None
