@@ -103,6 +103,28 @@ def plan(
 
 
 @app.command()
+def check(spec: SpecArg) -> None:
+    """Pre-flight a verl spec on CPU: verl's config validation, then each cell's loss through
+    verl's own worker loss on synthetic tokens; one line per cell, exit 1 if any fails."""
+    import time
+
+    from gppo.backends.verl.preflight import NotAVerlSpec, check_plan
+
+    p = _plan(spec)
+    start = time.monotonic()
+    try:
+        results = check_plan(p, str(spec), lambda line: typer.echo(line))
+    except NotAVerlSpec as exc:
+        raise _fail(str(exc)) from None
+    failed = sum(not r.ok for r in results)
+    typer.echo(
+        f"{len(results) - failed}/{len(results)} cells ok ({time.monotonic() - start:.0f} s)"
+    )
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
 def launch(
     spec: SpecArg,
     address: AddressOpt = None,

@@ -10,19 +10,51 @@ and return (loss, metrics) with the subset of the GPPO diagnostic keys that appl
 Where verl fixes the aggregation, so do we: GMPO is a mean over sequences of the
 sequence-level objective and SAPO always aggregates ``seq-mean-token-mean`` (as verl and the
 papers do), whatever ``loss_agg_mode`` says.
+
+Precision: like the GPPO loss (and verl's losses), every baseline computes in float32 (float64
+stays float64) with autocast off, whatever the input dtype (e.g. bf16 log-probs under verl's
+autocast), and returns a float32 loss; gradients reach ``log_prob`` in its own dtype.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
 
 from .aggregation import agg_loss, check_agg_mode, masked_sum
 from .checks import check_same_shape
-from .losses import LOG_RATIO_CLAMP
+from .losses import LOG_RATIO_CLAMP, full_precision, work_dtype
 
 Tensor = torch.Tensor
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _in_full_precision(fn: _F) -> _F:
+    """Run a baseline loss on its four (B, T) tensors cast to :func:`work_dtype`, autocast off.
+
+    The cast is differentiable, so the gradient reaches the caller's ``log_prob`` (in its dtype).
+    """
+
+    @functools.wraps(fn)
+    def wrapper(
+        old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, **kw: Any
+    ) -> tuple[Tensor, dict[str, float]]:
+        _prep(old_log_prob, log_prob, advantages, response_mask)
+        dtype = work_dtype(log_prob.dtype) if log_prob.is_floating_point() else torch.float32
+        with full_precision(log_prob.device):
+            return fn(
+                old_log_prob.to(dtype),
+                log_prob.to(dtype),
+                advantages.to(dtype),
+                response_mask,
+                **kw,
+            )
+
+    return wrapper  # type: ignore[return-value]
+
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     # GSPO (Zheng et al. 2025): sequence ratio, tiny clip range.
@@ -83,6 +115,7 @@ def _prep(
     )
 
 
+@_in_full_precision
 def gspo_loss(
     old_log_prob: Tensor,
     log_prob: Tensor,
@@ -110,6 +143,7 @@ def gspo_loss(
     return loss, _metrics(t, response_mask, clipped & (advantages < 0), clipped & (advantages > 0))
 
 
+@_in_full_precision
 def gmpo_loss(
     old_log_prob: Tensor,
     log_prob: Tensor,
@@ -137,6 +171,7 @@ def gmpo_loss(
     return loss, _metrics(t, response_mask, clipped & (advantages < 0), clipped & (advantages > 0))
 
 
+@_in_full_precision
 def sapo_loss(
     old_log_prob: Tensor,
     log_prob: Tensor,
@@ -163,6 +198,7 @@ def sapo_loss(
     return loss, _metrics(t, response_mask, None, None)
 
 
+@_in_full_precision
 def cispo_loss(
     old_log_prob: Tensor,
     log_prob: Tensor,
@@ -185,6 +221,7 @@ def cispo_loss(
     return loss, _metrics(t, response_mask, r < 1 - clip_ratio_low, r > 1 + clip_ratio_high)
 
 
+@_in_full_precision
 def clip_cov_loss(
     old_log_prob: Tensor,
     log_prob: Tensor,

@@ -17,6 +17,10 @@ is kept for backward. mc bounds are scalars. Atomic/binary closed forms are eval
 input dtype. Cells without a closed form (kl-binary, extensions) test each token against a
 tabulated inner region (a function of mu only, :mod:`.tables`) and solve the exact float64 bound
 only for the tokens outside it on the side their advantage uses (a few per cent at most).
+
+Precision: whatever the input dtype (bf16 log-probs under verl's autocast, fp16, float32), the
+loss is computed and returned in float32 (float64 stays float64), with autocast disabled inside,
+as verl's own losses promote to float32; the gradient comes back in ``log_prob``'s dtype.
 """
 
 from __future__ import annotations
@@ -55,6 +59,19 @@ MU_BUCKETS: tuple[tuple[str, float, float], ...] = (
     ("mu_ge_0.5", 0.5, 1.0),
 )
 _NONE, _LOW, _HIGH, _DUAL = 0, 1, 2, 3
+
+
+def work_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a loss computes in: float32, or float64 for float64 input."""
+    return torch.promote_types(dtype, torch.float32)
+
+
+def full_precision(device: torch.device) -> torch.autocast:
+    """Autocast off for ``device``'s type (a loss must not run in bf16 under the model's autocast)."""
+    try:
+        return torch.autocast(device_type=device.type, enabled=False)
+    except RuntimeError:  # a device type autocast does not know (meta): nothing to turn off
+        return torch.autocast(device_type="cpu", enabled=False)
 
 
 @dataclass(frozen=True)
@@ -135,11 +152,11 @@ def solve_region_side(plan: _Plan, log_mu: Tensor, side: str, x0: Tensor | None 
 def _surrogate(
     plan: _Plan, old_log_prob: Tensor, log_prob: Tensor, adv: Tensor, mask: Tensor
 ) -> tuple[Tensor, Tensor, dict[str, float]]:
-    """(per-token loss, dloss/dlog_prob, metrics), all without autograd."""
-    dtype = log_prob.dtype
+    """(per-token loss, dloss/dlog_prob, metrics), all without autograd, in :func:`work_dtype`."""
+    dtype = work_dtype(log_prob.dtype)
     old = old_log_prob.to(dtype)
     adv = adv.to(dtype)
-    t = log_prob - old
+    t = log_prob.to(dtype) - old
     in_range = None
     if t.numel():
         t_min, t_max = torch.aminmax(t)
@@ -237,15 +254,19 @@ class _Surrogate(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, log_prob, old_log_prob, advantages, mask, plan, box):  # type: ignore[override]
-        loss, grad, metrics = _surrogate(plan, old_log_prob, log_prob, advantages, mask)
+        with full_precision(log_prob.device):
+            loss, grad, metrics = _surrogate(plan, old_log_prob, log_prob, advantages, mask)
         box["metrics"] = metrics
         ctx.save_for_backward(grad)
+        ctx.in_dtype = log_prob.dtype
         return loss
 
     @staticmethod
     def backward(ctx, grad_out):  # type: ignore[override]
         (grad,) = ctx.saved_tensors
-        return grad_out * grad, None, None, None, None, None
+        with full_precision(grad.device):
+            g = (grad_out.to(grad.dtype) * grad).to(ctx.in_dtype)
+        return g, None, None, None, None, None
 
 
 def make_plan(
@@ -284,7 +305,8 @@ def gppo_token_loss(
     For callers that aggregate themselves (e.g. verl's ``agg_loss(loss_mat, response_mask,
     loss_agg_mode, **config.global_batch_info)``, after multiplying by rollout IS weights).
     Gradients flow to ``log_prob`` only. Values at masked positions are finite for finite inputs
-    and must be masked by the caller. Arguments as in :func:`gppo_policy_loss`.
+    and must be masked by the caller. The matrix is float32 (float64 for float64 input) whatever
+    the input dtype. Arguments as in :func:`gppo_policy_loss`.
     """
     check_same_shape(
         old_log_prob=old_log_prob,
@@ -300,7 +322,7 @@ def gppo_token_loss(
         box: dict[str, Any] = {}
         loss = _Surrogate.apply(log_prob, old, adv, mask, plan, box)
         return loss, box["metrics"]
-    with torch.no_grad():
+    with torch.no_grad(), full_precision(log_prob.device):
         loss, _, metrics = _surrogate(plan, old, log_prob, adv, mask)
     return loss, metrics
 
@@ -337,7 +359,7 @@ def gppo_policy_loss(
             global_batch_size, loss_scale_factor) passed to the aggregation; None = local batch.
 
     Returns:
-        (loss, metrics): a 0-d tensor and floats ``clip_frac_low``, ``clip_frac_high``,
+        (loss, metrics): a 0-d float32 tensor (float64 for float64 input) and floats ``clip_frac_low``, ``clip_frac_high``,
         ``clip_frac[_low|_high]/<mu bucket>``, ``approx_kl``, ``ratio_mean``, ``ratio_max``,
         ``bound_active_frac``, ``dual_clip_frac``.
     """
@@ -354,5 +376,6 @@ def gppo_policy_loss(
         ratio_bounds=ratio_bounds,
         dual_clip=dual_clip,
     )
-    loss = agg_loss(loss_mat, response_mask, loss_agg_mode, **(global_batch_info or {}))
+    with full_precision(loss_mat.device):
+        loss = agg_loss(loss_mat, response_mask, loss_agg_mode, **(global_batch_info or {}))
     return loss, metrics

@@ -39,3 +39,47 @@ def composed(all_paper_cells):
             cfg, built = compose_and_validate(tuple(cell_overrides(cell, settings)))
             out[config, cell.id] = (cell, build_overrides(cell, settings), cfg, built)
     return out
+
+
+def _install_cpu_platform() -> None:
+    """verl's engine module reads the device name when it is imported: on a machine without a
+    GPU, give verl our CPU platform before any test imports it (tests/backends/verl only)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        from gppo.backends.verl.cpu_platform import install_cpu_platform
+
+        install_cpu_platform()
+
+
+_install_cpu_platform()
+
+
+@pytest.fixture(scope="session")
+def math_actors(all_paper_cells):
+    """``{cell id: (cell, actor config)}`` for paper-math: verl's ``ActorConfig`` built from each
+    cell's overrides (composed and validated once; shared with ``composed`` through its cache)."""
+    from gppo.backends.verl.overrides import cell_overrides
+    from gppo.backends.verl.settings import VerlSettings
+    from gppo.backends.verl.validate import compose_and_validate
+
+    out = {}
+    for cell in all_paper_cells["paper-math"]:
+        overrides = cell_overrides(cell, VerlSettings.model_validate(cell.settings))
+        out[cell.id] = (cell, compose_and_validate(tuple(overrides))[1]["actor"])
+    return out
+
+
+@pytest.fixture(scope="session")
+def process_group():
+    """One single-rank process group (gloo) for the whole session."""
+    from gppo.backends.verl.cpu_platform import init_single_process_group
+
+    init_single_process_group()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    from gppo.backends.verl.cpu_platform import tiny_causal_lm
+
+    return tiny_causal_lm(tmp_path_factory.mktemp("tiny-qwen2"))

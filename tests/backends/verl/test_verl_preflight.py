@@ -1,0 +1,50 @@
+"""``gppo-sweep check SPEC`` (issue 12): the shipped paper specs pass cell by cell; a cell verl
+refuses, or a loss that disagrees, fails its own line and the exit code; other backends are
+refused in one line."""
+
+from __future__ import annotations
+
+import yaml
+from typer.testing import CliRunner
+
+from gppo.cli import app
+
+from .conftest import REPO
+
+
+def _lines(out: str, prefix: str) -> list[str]:
+    return [line for line in out.splitlines() if line.startswith(prefix)]
+
+
+def test_paper_math_passes_every_cell(math_actors):  # math_actors: the composition is cached
+    result = CliRunner().invoke(app, ["check", str(REPO / "configs" / "paper-math.yaml")])
+    assert result.exit_code == 0, result.output
+    ok = _lines(result.output, "ok ")
+    assert len(ok) == 17 and not _lines(result.output, "FAIL")
+    assert any("kl-binary-s0: loss mode gppo" in line for line in ok)
+    assert any("gmpo-s0: loss mode geo_mean" in line for line in ok)
+    assert "17/17 cells ok" in result.output
+
+
+def test_a_failing_cell_fails_its_line_and_the_exit_code(tmp_path):
+    spec = yaml.safe_load((REPO / "configs" / "paper-math.yaml").read_text())
+    spec["grid"] = {"divergences": ["kl"], "estimators": ["mc", "binary"]}
+    spec["baselines"] = []
+    spec["reference"] = "kl/mc"
+    bad = ["actor_rollout_ref.actor.loss_agg_mode=bogus"]
+    spec["overrides"] = {"kl-binary": {"verl": {"extra_overrides": bad}}}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code == 1, result.output
+    assert len(_lines(result.output, "ok    kl-mc-s0")) == 1
+    (fail,) = _lines(result.output, "FAIL")
+    assert fail.startswith("FAIL  kl-binary-s0: config:") and "bogus" in fail
+    assert "1/2 cells ok" in result.output
+
+
+def test_other_backends_are_refused_in_one_line():
+    result = CliRunner().invoke(app, ["check", str(REPO / "configs" / "quickstart.yaml")])
+    assert result.exit_code == 2
+    assert "backend: check runs the verl loss path" in result.output
+    assert "'local' (allowed: verl)" in result.output
