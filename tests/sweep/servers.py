@@ -60,7 +60,7 @@ def _spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subp
         )  # fmt: skip
 
 
-def _stop_all(procs: list[subprocess.Popen], timeout: float = 10.0) -> None:
+def _stop_all(procs: list[subprocess.Popen], timeout: float = 5.0) -> None:
     """SIGTERM to the process groups the servers were started in (all at once; ``ray start
     --block`` then tears down what it started), SIGKILL to what is left after ``timeout``."""
     for sig in (signal.SIGTERM, signal.SIGKILL):

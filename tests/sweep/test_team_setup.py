@@ -134,7 +134,13 @@ def test_multinode_team_setup_kill9_relaunch(tmp_path, monkeypatch, ray_two_node
         finished = [r for r in mine if r.data.tags.get(M.TAG_FINISHED) == "true"]
         assert len(finished) == 1 and finished[0].info.status == "FINISHED", cell.id
         for run in mine:  # every attempt's driver ran on the worker node
-            info = jobs.get_job_info(run.data.tags[M.TAG_RAY_JOB_ID])
+            try:
+                info = jobs.get_job_info(run.data.tags[M.TAG_RAY_JOB_ID])
+            except RuntimeError as exc:  # killed between creating the run and submitting
+                assert "does not exist" in str(exc)
+                assert run.info.status == "FAILED" and "probe.start" not in run.data.tags
+                assert "before the job was submitted" in run.data.tags[M.TAG_FAILURE]
+                continue
             assert info.driver_node_id == ray_two_nodes.worker_node_id, info
             infos.append(info)
     # the gate, across the kill and the relaunch: the cell processes' own spans (in their runs)
