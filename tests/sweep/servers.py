@@ -2,7 +2,7 @@
 
 * ``ray_two_nodes``: a Ray head with no CPUs for jobs and a worker node (2 CPUs and the custom
   resource :data:`WORKER_RESOURCE`) as separate ``ray start --block`` processes with their own
-  ports and temp dirs (docs/cluster-guide.md, "Team setup", step 1);
+  ports and temp dirs (docs/cluster-guide.md, section 3, "Team setup");
 * ``postgres``: a private PostgreSQL cluster (``initdb`` + ``pg_ctl`` of Debian's ``postgresql``
   package) in a temp dir on a free port, with the databases ``mlflow`` and ``optuna``; as root the
   server runs as the ``postgres`` user (PostgreSQL refuses to run as root);
