@@ -117,7 +117,12 @@ class Lease:
             beat = _last_beat(tags, n, holder)
             if holder_alive(holder, beat, self.me, STALE_S):
                 raise self._busy(holder, beat)
-            log.warning("taking over sweep %s from a dead launcher %s", self.sweep_id, holder)
+            log.warning(
+                "taking over sweep %s from launcher pid %s on %s (gone)",
+                self.sweep_id,
+                holder.get("pid", "?"),
+                holder.get("host", "?"),
+            )
         key = f"{LEASE_PARAM}{n + 1}"
         value = json.dumps({**self.me.as_attr(), "since": time.time()}, sort_keys=True)
         try:
