@@ -139,6 +139,7 @@ def launch(
     p = _plan(spec)
     from rich.live import Live
 
+    from gppo.sweep.guard import StoreNotShared
     from gppo.sweep.launch import LaunchBusy, Launcher
     from gppo.sweep.progress import launch_view
 
@@ -156,6 +157,8 @@ def launch(
             result = launcher.run()
     except LaunchBusy as exc:
         raise _fail(str(exc), 1) from None
+    except StoreNotShared as exc:  # before anything was written or submitted
+        raise _fail(str(exc)) from None
     except KeyboardInterrupt:  # before dispatch began: nothing was submitted by this launch
         raise _fail("interrupted before dispatch started; nothing submitted", 130) from None
     done, failed = result.count("done"), result.count("failed")

@@ -20,6 +20,8 @@ class Resources:
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     memory_gb: float | None = None
+    #: Ray custom resources ``((name, amount), ...)``, sorted by name (hashable)
+    custom: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,7 @@ class Cell:
     def to_dict(self) -> dict[str, Any]:
         # same result as dataclasses.asdict (which deep-copies every value: ~1 ms per cell)
         r = self.resources
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "method": self.method,
             "divergence": self.divergence,
@@ -72,12 +74,17 @@ class Cell:
             "eval_k": self.eval_k,
             "resources": {"num_cpus": r.num_cpus, "num_gpus": r.num_gpus, "memory_gb": r.memory_gb},
         }
+        if r.custom:  # only when set: the config hash of cells without custom resources is kept
+            out["resources"]["custom"] = dict(r.custom)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Cell:
         data = dict(data)
         data["benchmarks"] = tuple(data.get("benchmarks", ()))
-        data["resources"] = Resources(**data.get("resources", {}))
+        res = dict(data.get("resources", {}))
+        res["custom"] = tuple(sorted((res.get("custom") or {}).items()))
+        data["resources"] = Resources(**res)
         return cls(**data)
 
     def to_json(self) -> str:

@@ -47,7 +47,12 @@ def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
 
 
 def _resources(r: ResourceSpec) -> Resources:
-    return Resources(num_cpus=r.num_cpus, num_gpus=r.num_gpus, memory_gb=r.memory_gb)
+    return Resources(
+        num_cpus=r.num_cpus,
+        num_gpus=r.num_gpus,
+        memory_gb=r.memory_gb,
+        custom=tuple(sorted(r.custom.items())),
+    )
 
 
 @dataclass(frozen=True)

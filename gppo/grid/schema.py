@@ -17,9 +17,13 @@ Fields and defaults::
                                    out and tv/mc is not in the grid: the grid's first cell
     benchmarks: []                 empty: the backend's defaults; else checked against its list
     eval: {k: 8}
-    tracking: {uri: null, experiment: null}   null uri: MLFLOW_TRACKING_URI or
-                                   sqlite:///mlflow.db (made absolute); experiment: the name
-    ray: {address: null, max_concurrent: 2, resources: {num_cpus: 1, num_gpus: 0, memory_gb: null}}
+    tracking: {uri: null, experiment: null, shared_filesystem: false}   null uri:
+                                   MLFLOW_TRACKING_URI or sqlite:///mlflow.db (made absolute);
+                                   experiment: the name; shared_filesystem: true confirms a local
+                                   uri is on a filesystem every Ray node mounts (else a remote
+                                   ray.address with a SQLite/file store is refused)
+    ray: {address: null, max_concurrent: 2, resources: {num_cpus: 1, num_gpus: 0, memory_gb: null,
+                                   custom: {}}}   custom: Ray custom resources {name: amount}
     retries: {max: 2, backoff_s: 1.0, backoff_max_s: 60}   delay before retry n: base·2^(n-1)
     overrides: {}                  keyed by cell id with or without -sN (the -sN entry wins):
                                    {<backend>: {...}, delta: float, params: {...}, resources: {...}}
@@ -132,12 +136,36 @@ class Eval(_Strict):
 class Tracking(_Strict):
     uri: str | None = None
     experiment: str | None = None
+    #: the user confirms that a local ``uri`` (SQLite file / folder) is on a filesystem every Ray
+    #: node mounts at the same path; without it a remote ``ray.address`` with a local store is
+    #: refused (:mod:`gppo.sweep.guard`).
+    shared_filesystem: bool = False
+
+
+#: resource names Ray manages itself (``num_cpus`` / ``num_gpus`` / ``memory_gb`` set them)
+RAY_BUILTIN_RESOURCES = ("CPU", "GPU", "memory", "object_store_memory")
 
 
 class ResourceSpec(_Strict):
     num_cpus: float = Field(1.0, ge=0)
     num_gpus: float = Field(0.0, ge=0)
     memory_gb: float | None = Field(None, gt=0)
+    #: Ray custom resources the job needs, e.g. ``{trainer_node: 1}`` to run only on the nodes
+    #: started with ``ray start --resources='{"trainer_node": 8}'``
+    custom: dict[str, float] = Field(default_factory=dict)
+
+    @field_validator("custom")
+    @classmethod
+    def _custom(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, amount in v.items():
+            if name in RAY_BUILTIN_RESOURCES or not re.match(r"^[A-Za-z0-9_.:/-]{1,100}$", name):
+                raise ValueError(
+                    f"custom resource {name!r}: a name of A-Z a-z 0-9 _ . : / - that is not one of "
+                    f"{', '.join(RAY_BUILTIN_RESOURCES)} (use num_cpus / num_gpus / memory_gb)"
+                )
+            if not amount > 0:
+                raise ValueError(f"custom resource {name!r} must be > 0 (got {amount})")
+        return v
 
 
 class RaySpec(_Strict):

@@ -218,9 +218,12 @@ def entrypoint_resources(cell: Cell, job: Job) -> dict[str, Any]:
     cell's full resources by the launcher (``max_concurrent``).
     """
     res = job.resources
+    # custom resources pin the entrypoint to the nodes that have them (whatever the backend)
+    custom = {"entrypoint_resources": dict(res.custom)} if res.custom else {}
     if not get_backend(cell.backend).entrypoint_holds_resources:
-        return {"entrypoint_num_cpus": min(res.num_cpus, 1.0), "entrypoint_num_gpus": 0}
+        return {"entrypoint_num_cpus": min(res.num_cpus, 1.0), "entrypoint_num_gpus": 0, **custom}
     kwargs: dict[str, Any] = {
+        **custom,
         "entrypoint_num_cpus": res.num_cpus,
         "entrypoint_num_gpus": res.num_gpus,
     }

@@ -6,7 +6,9 @@ Resume rules (the store is the source of truth; each run carries its cell's conf
 - a RUNNING run whose job ended or never existed (launcher killed) is ended (FINISHED if it
   logged ``gppo.finished``, else FAILED with a note) and the cell is retried;
 - a RUNNING run of an older hash (the cell's settings changed) is stopped and KILLED.
-One launcher per sweep at a time (``.gppo/<sweep>/launch.lock``, released by the OS on kill -9).
+One launcher per sweep at a time, whatever the store (:mod:`gppo.sweep.lock`: a file lock next to
+a local store, a lease in the sweep's parent run on a tracking server). A remote Ray cluster with
+a store only this machine sees is refused before anything is written (:mod:`gppo.sweep.guard`).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ from gppo.sweep.dispatcher import (
     Dispatcher,
     SubmissionExists,
 )
+from gppo.sweep.guard import check_store_reachable
+from gppo.sweep.lock import LaunchBusy, sweep_lock
 from gppo.sweep.session import SweepContext, open_sweep
 from gppo.sweep.signals import signals_set
 from gppo.sweep.tracking import attempt_of, is_finished, latest_metric
@@ -42,8 +46,7 @@ log = logging.getLogger(__name__)
 PENDING, WAITING, RUNNING, ENDING, DONE = "pending", "waiting", "running", "ending", "done"
 
 
-class LaunchBusy(RuntimeError):
-    """Another launcher holds this sweep."""
+__all__ = ["LaunchBusy", "LaunchResult", "Launcher", "backoff", "reconcile"]
 
 
 @dataclass
@@ -146,25 +149,29 @@ class Launcher:
         self.stop_event = stop_event or threading.Event()
         self.backend = get_backend(plan.spec.backend)
         self.retries = plan.spec.retries
+        self.lost = False  # the lease was taken over by another launcher (server store)
 
     def run(self) -> LaunchResult:
-        from filelock import FileLock, Timeout
+        """Check the store is reachable from the cluster, hold the sweep's lock, dispatch.
 
-        from gppo.sweep.session import sweep_state_dir
+        Raises :class:`gppo.sweep.guard.StoreNotShared` or :class:`LaunchBusy` before anything
+        is submitted."""
+        from gppo.sweep.tracking import resolve_tracking_uri
 
-        state_dir = sweep_state_dir(self.plan)
-        state_dir.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(state_dir / "launch.lock"))
-        try:
-            lock.acquire(timeout=0)
-        except Timeout:
-            raise LaunchBusy(
-                f"another launcher is running sweep {self.plan.sweep_id} ({state_dir})"
-            ) from None
-        try:
+        spec = self.plan.spec
+        check_store_reachable(
+            self.address or spec.ray.address,
+            resolve_tracking_uri(spec.tracking.uri),
+            shared_filesystem=spec.tracking.shared_filesystem,
+            where=self.plan.source,
+        )
+        with sweep_lock(self.plan, on_lost=self._lost):
             return self._run()
-        finally:
-            lock.release()
+
+    def _lost(self) -> None:
+        """Another launcher took the sweep over: leave the jobs to it and stop."""
+        self.lost = self.detach = True
+        self.stop_event.set()
 
     def _run(self) -> LaunchResult:
         ctx = open_sweep(self.plan, address=self.address)
@@ -314,6 +321,9 @@ class Launcher:
     def _close(self, ctx: SweepContext, result: LaunchResult) -> None:
         from gppo.sweep.cluster import stop_local_head
 
+        if self.lost:  # the sweep belongs to another launcher now: end nothing of it
+            self.on_update(result)
+            return
         still_running = any(c.state == RUNNING for c in result.cells.values())
         if not still_running:
             status = "FINISHED" if result.ok else ("KILLED" if result.interrupted else "FAILED")

@@ -171,7 +171,7 @@ class Tracking:
         flt = f"tags.`{M.TAG_ROLE}` = '{M.ROLE_SWEEP}' and tags.`{M.TAG_SWEEP_ID}` = '{sweep_id}'"
         found = self.search(experiment_id, flt)
         if found:
-            run = sorted(found, key=lambda r: r.info.start_time)[0]
+            run = min(found, key=lambda r: (r.info.start_time, r.info.run_id))
             if create and run.info.status != "RUNNING":
                 retry_locked(lambda: self.client.update_run(run.info.run_id, status="RUNNING"))
             return run.info.run_id

@@ -56,6 +56,7 @@ def tune(
     from rich.console import Console
 
     from gppo.grid import SpecError
+    from gppo.sweep.guard import StoreNotShared
     from gppo.sweep.tuning import TuneError, load_tune_spec, report_dir, run_tuning, write_report
     from gppo.sweep.tuning.cells import check_spec
     from gppo.sweep.tuning.percell import cell_specs, cell_summary, write_cell_summary
@@ -107,6 +108,8 @@ def tune(
                 ) from None
             except TuneError as exc:
                 raise _err(f"tune failed: {exc}", EXIT_FAILED) from None
+            except StoreNotShared as exc:  # before anything was written or submitted
+                raise _err(f"{spec}: {exc}", EXIT_SPEC) from None
         write_report(sub, study, sub_folder, console)
         studies.append((sub, study))
     if len(specs) > 1:

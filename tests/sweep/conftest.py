@@ -13,6 +13,7 @@ import yaml
 from gppo.sweep.cluster import start_local_head, stop_local_head
 
 from . import probe_backend  # noqa: F401  (registers the "probe" backend)
+from .servers import mlflow_server, postgres, ray_two_nodes, team  # noqa: F401  (session fixtures)
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 

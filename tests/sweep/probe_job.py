@@ -10,6 +10,7 @@ from pathlib import Path
 
 
 def main() -> int:
+    started = time.time()
     cell = json.loads(sys.argv[1])
     s = cell["settings"]
     marker = Path(s["marker_dir"]) if s.get("marker_dir") else None
@@ -32,6 +33,8 @@ def main() -> int:
 
     client = MlflowClient(os.environ[M.ENV_TRACKING_URI])
     run_id = os.environ[M.ENV_RUN_ID]
+    # the process's own span, recorded in its run (concurrency tests)
+    retry_locked(lambda: client.set_tag(run_id, "probe.start", repr(started)))
     k = cell["eval_k"]
     evals = {M.eval_metric(b, k): 0.1 for b in cell["benchmarks"]} | {M.eval_domain_metric(k): 0.1}
     log_metrics(client, run_id, evals, step=0)
@@ -43,6 +46,7 @@ def main() -> int:
     retry_locked(lambda: client.set_tag(run_id, "probe.note", s.get("note", "")))
     if not s.get("no_finish"):
         retry_locked(lambda: client.set_tag(run_id, M.TAG_FINISHED, "true"))
+    retry_locked(lambda: client.set_tag(run_id, "probe.end", repr(time.time())))
     if marker is not None:
         with open(marker / f"{cell['id']}.times", "a") as fh:
             fh.write(f"end {time.time()} {os.getpid()}\n")

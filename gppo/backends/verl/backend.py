@@ -115,5 +115,6 @@ class VerlBackend(Backend):
             num_cpus=cell.resources.num_cpus,
             num_gpus=float(settings.n_gpus),
             memory_gb=cell.resources.memory_gb,
+            custom=cell.resources.custom,
         )
         return Job(argv=argv, env=env, resources=resources)

@@ -20,7 +20,9 @@ import optuna
 from optuna.trial import TrialState
 
 from gppo.grid import SpecError
+from gppo.sweep.guard import check_store_reachable
 from gppo.sweep.signals import signals_set
+from gppo.sweep.tracking import resolve_tracking_uri
 from gppo.sweep.tuning import attrs, jobs, readback
 from gppo.sweep.tuning.cells import check_spec, trial_cell
 from gppo.sweep.tuning.percell import enqueue_default
@@ -66,6 +68,11 @@ class Tuner:
     # --- setup -------------------------------------------------------------------------------
     def open(self) -> None:
         grid = check_spec(self.spec)  # raises before anything is started
+        check_store_reachable(  # a remote cluster must reach the store (before any write)
+            grid.ray.address,
+            resolve_tracking_uri(grid.tracking.uri),
+            shared_filesystem=grid.tracking.shared_filesystem,
+        )
         self.study = open_study(self.spec)
         enqueue_default(self.spec, self.study)
         experiment = grid.tracking.experiment or self.spec.name  # as for the grid spec

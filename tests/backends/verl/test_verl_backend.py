@@ -38,7 +38,8 @@ def _cell(all_paper_cells, config="paper-math", cid="kl-atomic-s0"):
 
 def test_golden_command(all_paper_cells):
     job = get_backend("verl").job(_cell(all_paper_cells))
-    got = {"argv": list(job.argv), "env": dict(job.env), "resources": vars(job.resources)}
+    resources = json.loads(json.dumps(vars(job.resources)))  # custom resources: tuple -> list
+    got = {"argv": list(job.argv), "env": dict(job.env), "resources": resources}
     block = f"{START}\n```bash\n{display(job.argv)}\n```\n{END}"
     if UPDATE:
         GOLDEN.write_text(json.dumps(got, indent=1) + "\n")

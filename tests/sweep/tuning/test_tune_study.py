@@ -61,6 +61,11 @@ def test_small_study_parallel_pruned_report(tmp_path: Path, ray_cluster) -> None
     spans = [(r.info.start_time, r.info.end_time) for r in runs.values()]
     overlap = max(sum(1 for s, e in spans if s <= t < e) for t, _ in spans)
     assert overlap == 2
+    # the gate as Ray saw the trials' jobs (their own start and end times)
+    jobs = ray_cluster.client()
+    infos = [jobs.get_job_info(r.data.tags[M.TAG_RAY_JOB_ID]) for r in runs.values()]
+    ray_spans = [(i.start_time, i.end_time) for i in infos]
+    assert max(sum(1 for s, e in ray_spans if s <= t < e) for t, _ in ray_spans) <= 2
     for t in trials:
         run = runs[t.number]
         tags = run.data.tags

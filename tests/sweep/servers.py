@@ -1,0 +1,254 @@
+"""Real servers on loopback for the team-setup tests, each started once per session:
+
+* ``ray_two_nodes``: a Ray head with no CPUs for jobs and a worker node (2 CPUs and the custom
+  resource :data:`WORKER_RESOURCE`) as separate ``ray start --block`` processes with their own
+  ports and temp dirs (docs/cluster-guide.md, section 3, "Team setup");
+* ``postgres``: a private PostgreSQL cluster (``initdb`` + ``pg_ctl`` of Debian's ``postgresql``
+  package) in a temp dir on a free port, with the databases ``mlflow`` and ``optuna``; as root the
+  server runs as the ``postgres`` user (PostgreSQL refuses to run as root);
+* ``mlflow_server``: ``mlflow server`` with that PostgreSQL as its backend store and a temp dir as
+  its artifact destination (step 2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gppo.sweep.cluster import free_port
+
+WORKER_RESOURCE = "gppo_worker"
+BIN = Path(sys.executable).parent
+
+
+def _wait(cond, timeout: float, what: str, log: Path | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if cond():
+                return
+        except Exception:
+            pass
+        time.sleep(0.3)
+    tail = log.read_text(errors="replace")[-3000:] if log and log.exists() else ""
+    raise RuntimeError(f"{what} did not come up within {timeout:.0f} s\n{tail}")
+
+
+def _http_ok(url: str) -> bool:
+    with urllib.request.urlopen(url, timeout=2) as r:
+        return r.status == 200
+
+
+def _spawn(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    with open(log, "ab") as fh:
+        return subprocess.Popen(
+            cmd, stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True, env=env,
+        )  # fmt: skip
+
+
+def _stop_all(procs: list[subprocess.Popen], timeout: float = 5.0) -> None:
+    """SIGTERM to the process groups the servers were started in (all at once; ``ray start
+    --block`` then tears down what it started), SIGKILL to what is left after ``timeout``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for proc in procs:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, sig)
+        deadline = time.monotonic() + timeout
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.1, deadline - time.monotonic()))
+        if all(proc.poll() is not None for proc in procs):
+            return
+
+
+# --- Ray: a head and a worker node ---------------------------------------------------------------
+@dataclass(frozen=True)
+class TwoNodes:
+    address: str  # the Jobs API (dashboard) address, http://127.0.0.1:PORT
+    gcs: str  # 127.0.0.1:PORT, what `ray start --address` joins
+    head_node_id: str
+    worker_node_id: str
+
+
+def _node_ports() -> list[str]:
+    return [
+        f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
+        f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+        f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}",
+        "--min-worker-port=0", "--max-worker-port=0",  # workers bind ports the OS picks
+    ]  # fmt: skip
+
+
+def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
+    """Start the head, then the worker node once the head answers; wait for both nodes."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_RUN_ID")}
+    env["RAY_USAGE_STATS_ENABLED"] = "0"
+    gcs, dash = free_port(), free_port()
+    # unix socket paths are limited to 107 bytes: short temp dirs
+    head_tmp, worker_tmp = root / "h", root / "w"
+    ray = str(BIN / "ray")
+    head = _spawn(
+        [ray, "start", "--head", "--block", "--disable-usage-stats", "--num-cpus=0",
+         "--num-gpus=0", "--node-ip-address=127.0.0.1", f"--port={gcs}",
+         "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", "--include-dashboard=true",
+         f"--ray-client-server-port={free_port()}", f"--temp-dir={head_tmp}", *_node_ports()],
+        root / "head.log", env,
+    )  # fmt: skip
+    procs = [head]
+    address = f"http://127.0.0.1:{dash}"
+    try:
+        _wait(lambda: _http_ok(f"{address}/api/version"), 120, "Ray head", root / "head.log")
+        worker = _spawn(
+            [ray, "start", "--block", "--disable-usage-stats", f"--address=127.0.0.1:{gcs}",
+             "--num-cpus=2", "--num-gpus=0", f"--resources={json.dumps({WORKER_RESOURCE: 8})}",
+             "--node-ip-address=127.0.0.1", f"--temp-dir={worker_tmp}", *_node_ports()],
+            root / "worker.log", env,
+        )  # fmt: skip
+        procs.insert(0, worker)
+        from ray.util.state import list_nodes
+
+        def nodes():
+            return [n for n in list_nodes(address=address) if n.state == "ALIVE"]
+
+        _wait(lambda: len(nodes()) == 2, 120, "Ray worker node", root / "worker.log")
+        by_role = {WORKER_RESOURCE in n.resources_total: n.node_id for n in nodes()}
+        return procs, TwoNodes(address, f"127.0.0.1:{gcs}", by_role[False], by_role[True])
+    except BaseException:
+        _stop_all(procs)
+        raise
+
+
+# --- PostgreSQL --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Postgres:
+    port: int
+
+    def url(self, database: str, driver: str = "postgresql+psycopg") -> str:
+        return f"{driver}://gppo@127.0.0.1:{self.port}/{database}"
+
+
+def pg_bindir() -> Path:
+    """Folder of Debian's PostgreSQL server binaries; fails the test run when not installed."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return Path(found[-1]).parent
+    initdb = shutil.which("initdb")
+    if initdb:
+        return Path(initdb).parent
+    pytest.fail(
+        "PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql "
+        "package (apt-get install postgresql; .ci/run does)",
+        pytrace=False,
+    )
+
+
+def _start_postgres(data: Path) -> tuple[Postgres, list[str]]:
+    """initdb + pg_ctl start in ``data`` on a free port; returns it and its pg_ctl argv."""
+    bindir = pg_bindir()
+    as_user: list[str] = []
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as the postgres user
+        shutil.chown(data, "postgres", "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    init = subprocess.run(
+        [*as_user, str(bindir / "initdb"), "-D", str(data / "db"), "-A", "trust", "-U", "gppo",
+         "-E", "UTF8", "--no-sync"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if init.returncode != 0:
+        pytest.fail(f"initdb failed: {init.stderr[-2000:]}", pytrace=False)
+    opts = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+    pg_ctl = [*as_user, str(bindir / "pg_ctl"), "-D", str(data / "db")]
+    start = subprocess.run(
+        [*pg_ctl, "-o", opts, "-l", str(data / "server.log"), "-w", "-t", "60", "start"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    if start.returncode != 0:
+        log = (data / "server.log").read_text(errors="replace")[-2000:]
+        pytest.fail(f"PostgreSQL did not start: {start.stderr[-1000:]}\n{log}", pytrace=False)
+    import psycopg
+
+    with psycopg.connect(f"postgresql://gppo@127.0.0.1:{port}/postgres", autocommit=True) as c:
+        for name in ("mlflow", "optuna"):
+            c.execute(f"CREATE DATABASE {name}")
+    return Postgres(port), pg_ctl
+
+
+# --- mlflow server -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class MlflowServer:
+    uri: str  # http://127.0.0.1:PORT
+    artifacts: Path  # --artifacts-destination
+    pid: int
+
+
+def _spawn_mlflow(root: Path, pg: Postgres) -> tuple[subprocess.Popen, MlflowServer]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    proc = _spawn(
+        [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
+         "--workers", "1", "--backend-store-uri", pg.url("mlflow"),
+         "--artifacts-destination", str(root / "artifacts")],
+        root / "mlflow.log", env,
+    )  # fmt: skip
+    return proc, MlflowServer(f"http://127.0.0.1:{port}", root / "artifacts", proc.pid)
+
+
+@dataclass(frozen=True)
+class Team:
+    ray: TwoNodes
+    postgres: Postgres
+    mlflow: MlflowServer
+
+
+@pytest.fixture(scope="session")
+def team():
+    """PostgreSQL, then the mlflow server and the Ray cluster starting side by side (~1 min)."""
+    root = Path(tempfile.mkdtemp(prefix="gppo-team-", dir="/tmp"))
+    root.chmod(0o755)  # the postgres user (PostgreSQL as root) must reach its data dir
+    pg_data = root / "pg"
+    pg_data.mkdir()
+    procs: list[subprocess.Popen] = []
+    pg_ctl: list[str] = []
+    try:
+        pg, pg_ctl = _start_postgres(pg_data)
+        mlf_proc, mlf = _spawn_mlflow(root, pg)
+        procs.append(mlf_proc)
+        ray_procs, ray = _start_ray(root)
+        procs += ray_procs
+        _wait(lambda: _http_ok(f"{mlf.uri}/health"), 180, "mlflow server", root / "mlflow.log")
+        yield Team(ray, pg, mlf)
+    finally:
+        _stop_all(procs)
+        if pg_ctl:
+            subprocess.run([*pg_ctl, "-m", "immediate", "stop"], capture_output=True)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_two_nodes(team):
+    return team.ray
+
+
+@pytest.fixture(scope="session")
+def postgres(team):
+    return team.postgres
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(team):
+    return team.mlflow

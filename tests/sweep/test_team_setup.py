@@ -1,0 +1,169 @@
+"""Beyond one machine, on the real engines (docs/cluster-guide.md, "Team setup"): a two-node Ray
+cluster on loopback (cells pinned to the worker node by a custom resource), a real ``mlflow
+server`` backed by PostgreSQL, the launcher killed with -9 and relaunched, two launchers of one
+sweep from two working directories, and the ``max_concurrent`` gate, in one sweep (the servers and
+each cell job cost seconds on a 2-core machine).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+from ray.job_submission import JobSubmissionClient
+from typer.testing import CliRunner
+
+from gppo import metrics as M
+from gppo.cli import app
+from gppo.grid import load_plan
+from gppo.sweep.control import sweep_status
+from gppo.sweep.lock import HEARTBEAT_TAG, RELEASED_TAG
+
+from .conftest import env_without_ray, launcher_cmd, write_spec
+from .servers import WORKER_RESOURCE
+
+pytestmark = pytest.mark.slow
+
+
+def team_spec(tmp_path: Path, server, name: str, cells: int = 4, **probe) -> Path:
+    divs = ["tv", "kl", "chi2", "hellinger", "alpha:0.5", "alpha:2"][:cells]
+    return write_spec(
+        tmp_path,
+        None,  # the cluster comes from --address or RAY_ADDRESS
+        name=name,
+        probe={"steps": 3, "sleep_s": 0.5, **probe},
+        grid={"divergences": divs, "estimators": ["mc"]},
+        tracking={"uri": server.uri},
+        ray={"resources": {"num_cpus": 0.5, "custom": {WORKER_RESOURCE: 1}}},
+    )
+
+
+def cli(args: list[str], cwd: Path, env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [*launcher_cmd(), *args], cwd=cwd, env=env or env_without_ray(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw,
+    )  # fmt: skip
+
+
+def cell_runs(server, experiment: str) -> list:
+    client = MlflowClient(server.uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    flt = f"tags.`{M.TAG_ROLE}` = '{M.ROLE_CELL}'"
+    return client.search_runs([exp.experiment_id], flt, max_results=1000)
+
+
+def wait_for(cond, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def max_overlap(spans: list[tuple[float, float]]) -> int:
+    """Most intervals open at one instant (an interval is [start, end))."""
+    events = sorted([(s, 1) for s, _ in spans] + [(e, -1) for _, e in spans])
+    best = cur = 0
+    for _, d in events:
+        cur += d
+        best = max(best, cur)
+    return best
+
+
+def test_multinode_team_setup_kill9_relaunch(tmp_path, monkeypatch, ray_two_nodes, mlflow_server):
+    """6 cells, max_concurrent 2, on a two-node cluster, store on the mlflow server:
+
+    launched with --address from one directory; a second launcher of the sweep from another
+    directory refuses with one line; the first is killed with -9 mid-sweep and relaunched through
+    RAY_ADDRESS from a third directory (the dead holder's lease is taken over at once): every cell
+    finished exactly once, every job's driver ran on the worker node, never more than 2 cells ran
+    at once (their own spans, and Ray's), status reads it back, and the report's files are in
+    the server's artifact destination."""
+    spec = team_spec(tmp_path, mlflow_server, "team", cells=6, steps=2, sleep_s=1.0)
+    plan = load_plan(spec)
+    dirs = {name: tmp_path / name for name in ("a", "b", "c")}
+    for d in dirs.values():
+        d.mkdir()
+    proc = cli(["launch", str(spec), "--address", ray_two_nodes.address], dirs["a"])
+
+    def mid_sweep():
+        runs = cell_runs(mlflow_server, "team")
+        done = [r for r in runs if r.data.tags.get(M.TAG_FINISHED) == "true"]
+        going = [r for r in runs if "probe.start" in r.data.tags and "probe.end" not in r.data.tags]
+        return done and going
+
+    wait_for(mid_sweep, 240, "one cell finished and one running")
+
+    # a second launcher of the same sweep, from another directory: one line, nothing started
+    monkeypatch.chdir(dirs["b"])
+    before = len(cell_runs(mlflow_server, "team"))
+    busy = CliRunner().invoke(app, ["launch", str(spec), "--address", ray_two_nodes.address])
+    assert busy.exit_code == 1, busy.output
+    lines = [line for line in busy.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "another launcher is running sweep" in lines[0], busy.output
+    assert f"pid {proc.pid} " in lines[0], busy.output
+    assert proc.poll() is None  # the first one is untouched
+
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    runs = cell_runs(mlflow_server, "team")
+    assert len(runs) >= before and any(r.info.status == "RUNNING" for r in runs)
+
+    monkeypatch.chdir(dirs["c"])  # a third directory: nothing local is shared
+    monkeypatch.setenv("RAY_ADDRESS", ray_two_nodes.address)
+    again = CliRunner().invoke(app, ["launch", str(spec)])
+    assert again.exit_code == 0, again.output
+    assert "6/6 done" in again.output, again.output
+    assert "report (tables and figures)" in again.output  # the table was printed above it
+
+    runs = cell_runs(mlflow_server, "team")
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    jobs = JobSubmissionClient(ray_two_nodes.address)
+    infos = []
+    for cell in plan.cells:
+        mine = [r for r in runs if r.data.tags[M.TAG_CELL_ID] == cell.id]
+        finished = [r for r in mine if r.data.tags.get(M.TAG_FINISHED) == "true"]
+        assert len(finished) == 1 and finished[0].info.status == "FINISHED", cell.id
+        for run in mine:  # every attempt's driver ran on the worker node
+            try:
+                info = jobs.get_job_info(run.data.tags[M.TAG_RAY_JOB_ID])
+            except RuntimeError as exc:  # killed between creating the run and submitting
+                assert "does not exist" in str(exc)
+                assert run.info.status == "FAILED" and "probe.start" not in run.data.tags
+                assert "before the job was submitted" in run.data.tags[M.TAG_FAILURE]
+                continue
+            assert info.driver_node_id == ray_two_nodes.worker_node_id, info
+            infos.append(info)
+    # the gate, across the kill and the relaunch: the cell processes' own spans (in their runs)
+    spans = [
+        (float(r.data.tags["probe.start"]), float(r.data.tags.get("probe.end", "inf")))
+        for r in runs
+        if "probe.start" in r.data.tags
+    ]
+    assert max_overlap(spans) == 2, spans
+    assert max_overlap([(i.start_time, i.end_time) for i in infos]) <= 2  # as Ray saw them
+
+    rows = sweep_status(plan)
+    assert [r.state for r in rows] == ["done"] * 6
+
+    # the report's files went to the parent run's artifacts: where the server stores them
+    client = MlflowClient(mlflow_server.uri)
+    exp = client.get_experiment_by_name("team").experiment_id
+    parent = client.search_runs([exp], f"tags.`{M.TAG_ROLE}` = '{M.ROLE_SWEEP}'")
+    assert len(parent) == 1
+    listed = [f.path for f in client.list_artifacts(parent[0].info.run_id, "report")]
+    assert listed, "no report artifacts"
+    on_disk = list(mlflow_server.artifacts.rglob(Path(listed[0]).name))
+    assert any(parent[0].info.run_id in str(p) for p in on_disk), on_disk
+    # the lease was released on exit
+    tags = client.get_run(parent[0].info.run_id).data.tags
+    assert tags[RELEASED_TAG] == tags[HEARTBEAT_TAG].split()[0] == "2"
