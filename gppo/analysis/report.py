@@ -110,6 +110,7 @@ def write_figures(
     curves: pd.DataFrame | None = None,
     deltas: dict[str, float] | None = None,
     r_min: float = 0.8,
+    reference: str = "tv/mc",
 ) -> tuple[list[Path], list[str]]:
     """Figure 1 for the grid cells present; Figure 2 (dynamics, clip per μ) when curves exist.
 
@@ -127,7 +128,8 @@ def write_figures(
         except Exception as exc:  # e.g. an unknown divergence in published numbers
             warnings.append(f"figure 1 skipped: {type(exc).__name__}: {exc}")
     if curves is not None and len(curves):
-        paths += F.save(F.figure2_dynamics(curves), out_dir / "figure2_dynamics")
+        fig2 = F.figure2_dynamics(curves, reference=reference)
+        paths += F.save(fig2, out_dir / "figure2_dynamics")
         paths += F.save(F.figure2_clip_by_mu(curves), out_dir / "figure2_clip_by_mu")
     return paths, warnings
 
@@ -172,7 +174,9 @@ def write_report(
 
         live = got.runs[got.runs["status"].isin(["finished", "running"])] if len(got.runs) else None
         curves = collect_curves(got.client, live) if live is not None and len(live) else None
-        paths, warnings = write_figures(got.tidy, out, curves=curves, deltas=_deltas(expected))
+        paths, warnings = write_figures(
+            got.tidy, out, curves=curves, deltas=_deltas(expected), reference=reference
+        )
         files += paths
     report = Report(table, got.tidy, files, got.parent_run_id, warnings=warnings)
     if "html" in fmts:
