@@ -10,6 +10,7 @@ Other packages add commands with :func:`add_command` / :func:`add_group`, e.g.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -102,10 +103,14 @@ def plan(
             *regions, str(r["seed"]),
         )  # fmt: skip
     console.print(table)
-    console.print("[bold]job commands[/bold]")
+    console.print("[bold]job commands[/bold] (environment, then argv)")
     for r in rows:
+        env = " ".join(
+            f"{k}={v if v.startswith('<') and v.endswith('>') else shlex.quote(v)}"
+            for k, v in r["env"].items()
+        )
         console.print(f"{r['cell']}: ", end="", markup=False, highlight=False)
-        console.print(r["command"], markup=False, highlight=False, soft_wrap=True)
+        console.print(f"{env} {r['command']}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
