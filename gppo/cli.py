@@ -154,6 +154,8 @@ def launch(
         print_table1(console, result.report.table)
         folder = result.report.files[0].parent if result.report.files else "?"
         console.print(f"report (tables and figures): {folder}", markup=False)
+        if getattr(result.report, "page", None) is not None:
+            console.print(f"report page (one HTML file): {result.report.page}", markup=False)
     if result.count("done"):
         console.print(f"compare the runs in the MLflow UI: gppo-sweep ui {spec}", markup=False)
     if result.interrupted:
@@ -237,7 +239,7 @@ def ui(
     import os
 
     from gppo.sweep.tracking import resolve_tracking_uri
-    from gppo.sweep.ui import ENV_HOME, sweep_urls
+    from gppo.sweep.ui import ENV_HOME, serve, sweep_urls
 
     p = _plan(spec)
     uri = resolve_tracking_uri(p.spec.tracking.uri)
@@ -256,16 +258,18 @@ def ui(
 
             webbrowser.open(target)
         return
+    helpers = []
     if open_browser:
         import subprocess
 
         code = "import sys; from gppo.sweep.ui import wait_and_open; wait_and_open(*sys.argv[1:])"
-        subprocess.Popen([sys.executable, "-c", code, target, f"{base}/health"])
+        helpers.append(subprocess.Popen([sys.executable, "-c", code, target, f"{base}/health"]))
     mlflow = str(Path(sys.executable).with_name("mlflow"))
     argv = [mlflow, "server", "--backend-store-uri", uri, "--host", host, "--port", str(port)]
     argv += ["--workers", "1", "--app-name", "gppo-sweep"]
     sys.stdout.flush()
-    os.execve(mlflow, argv, {**os.environ, ENV_HOME: urls.get("home", "")})
+    rc = serve(argv, {**os.environ, ENV_HOME: urls.get("home", "")}, helpers)
+    raise typer.Exit(rc)
 
 
 def _register_other_packages() -> None:

@@ -14,7 +14,9 @@ URL parameters used (MLflow 3.17's experiment page and compare page): ``searchFi
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -99,3 +101,36 @@ def wait_and_open(url: str, health: str, timeout_s: float = 120.0) -> None:
                 return
         except OSError:
             time.sleep(0.5)
+
+
+def serve(argv: list[str], env: dict[str, str], helpers: Sequence[Any] = ()) -> int:
+    """Run the server ``argv`` in its own process group until it exits or this process gets
+    SIGTERM / SIGINT / SIGHUP; then stop the whole group (the server and the workers it spawned,
+    SIGKILL after 10 s) and the ``helpers`` (Popen objects), so nothing keeps the port."""
+    import signal
+    import subprocess
+
+    proc = subprocess.Popen(argv, env=env, start_new_session=True)
+
+    def stop(signum: int, _frame: Any = None) -> None:
+        for helper in helpers:
+            if helper.poll() is None:
+                helper.kill()
+        for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                proc.wait(timeout=wait_s)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        raise SystemExit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, stop)
+    rc = proc.wait()
+    with contextlib.suppress(ProcessLookupError):  # workers left behind by a server that exited
+        os.killpg(proc.pid, signal.SIGTERM)
+    return rc
