@@ -4,9 +4,8 @@ MLflow 3.17's UI decides between its GenAI pages (traces overview, assistant) an
 training pages (runs table) from the ``workflowType`` URL parameter, else the browser's saved
 choice, else GenAI: the experiment tag ``mlflow.experimentKind`` alone does not switch it. So the
 URLs built here carry ``workflowType=machine_learning``, and :mod:`gppo.sweep.ui_app` (an
-``mlflow.app`` plugin, ``mlflow server --app-name gppo-sweep``) answers a bare ``/`` with a redirect to the
-sweep's runs (``GPPO_UI_HOME``), so a browser pointed at the server lands on the cells, not on
-the GenAI welcome page. Every other request goes to MLflow's own app unchanged.
+``mlflow.app`` plugin, ``mlflow server --app-name gppo-sweep``) sends a browser that opens ``/`` on to the
+sweep's runs (``GPPO_UI_HOME``), so it lands on the cells, not on the GenAI welcome page. Every other request goes to MLflow's own app unchanged.
 
 URL parameters used (MLflow 3.17's experiment page and compare page): ``searchFilter``,
 ``orderByKey``, ``orderByAsc``; ``#/compare-runs?runs=[...]&experiments=[...]``.
