@@ -189,7 +189,7 @@ def _panels(cells: Sequence[str], reference: str) -> list[tuple[str, list[tuple[
     from gppo.analysis.table import BASELINE_NAMES
 
     grid = [c for c in cells if "/" in c]
-    others = [c for c in cells if "/" not in c]
+    others = _ordered((c for c in cells if "/" not in c), list(BASELINE_COLORS))
     ref = (
         [(reference, f"reference ({reference})", dict(REFERENCE_STYLE))]
         if reference in cells
@@ -293,7 +293,7 @@ def figure2_clip_by_mu(curves: pd.DataFrame) -> Figure:
     names = {M.clip_frac_bucket(b): b for b in buckets}
     data = curves[curves["metric"].isin(names) & curves["cell"].str.contains("/", regex=False)]
     domains = list(dict.fromkeys(data["domain"])) or ["(no data)"]
-    fig, axes = plt.subplots(1, len(domains), figsize=(5.5 * len(domains), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(domains), figsize=(8.0 * len(domains), 3.6), squeeze=False)
     for ax, domain in zip(axes[0], domains, strict=True):
         frame = data[data["domain"] == domain].assign(
             estimator=lambda f: f["cell"].str.split("/").str[1],

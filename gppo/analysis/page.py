@@ -215,6 +215,20 @@ def _seeds(page: PageInput) -> str:
     return ", ".join(map(str, seeds)) or "-"
 
 
+def _summary(rows: list[dict[str, Any]], totals: dict[str, str], seeds: str) -> str:
+    """``17 cells (17 finished) · seeds 0 · wall time 21m36s · 0.360 CPU-h · 0 GPU-h``."""
+    if not rows:
+        return f"seeds {seeds}"
+    states: dict[str, int] = {}
+    for r in rows:
+        states[r["status"]] = states.get(r["status"], 0) + 1
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
+    return (
+        f"{len(rows)} cells ({counts}) · seeds {seeds} · wall time {totals['wall']} (sum over"
+        f" cells) · {totals['cpu_h']} CPU-h · {totals['gpu_h']} GPU-h"
+    )
+
+
 def _env() -> jinja2.Environment:
     return jinja2.Environment(
         loader=jinja2.PackageLoader("gppo.analysis", "templates"),
@@ -261,6 +275,7 @@ def render_page(page: PageInput, now: dt.datetime | None = None) -> str:
             versions=package_versions(),
             spec_text=spec_text,
             warnings=list(page.warnings),
+            summary=_summary(rows, totals, about["seeds"]),
         )
     )
 
