@@ -95,3 +95,24 @@ def test_time_left_estimate():
     assert eta_s([50.0, 70.0], 2, [20.0], 2) == (2 * 60 + 40) / 2
     assert fmt_duration(42) == "42s" and fmt_duration(185) == "3m05s"
     assert fmt_duration(3720) == "1h02m"
+
+
+def test_final_table_never_wraps_a_row_label_at_80_or_100_columns():
+    import io
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from gppo.analysis.table import build_table1
+    from gppo.analysis.tidy import read_scores_csv
+    from gppo.sweep.progress import print_table1
+
+    paper = Path(__file__).parents[1] / "analysis" / "data" / "paper_table1.csv"
+    table = build_table1(read_scores_csv(paper), reference="tv/mc")
+    for width in (80, 100):
+        buf = io.StringIO()
+        print_table1(Console(file=buf, width=width), table)
+        lines = buf.getvalue().splitlines()
+        assert max(len(ln) for ln in lines) <= width
+        assert any("Binary (DPPO)" in ln for ln in lines)  # on one line, never "Binary" + "(DPPO)"
+        assert not any(ln.strip(" │┃").startswith("(DPPO)") for ln in lines)
