@@ -29,7 +29,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from gppo.analysis.render import to_html
-from gppo.analysis.table import Table1
+from gppo.analysis.table import Table1, pct, quantize
 
 PAGE_NAME = "report.html"
 #: figures in page order, with their captions; any other PNG goes to "More figures"
@@ -169,11 +169,12 @@ def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
     if page.runs is None or not len(page.runs):
         return [], {}
     resources = {c.id: c.resources for c in page.cells}
-    avg: dict[tuple[str, str, int], float] = {}
+    avg: dict[tuple[str, str, int], str] = {}
     if page.tidy is not None and len(page.tidy):
         scored = page.tidy.dropna(subset=["score"])
-        for key, mean in scored.groupby(["domain", "cell", "seed"])["score"].mean().items():
-            avg[(str(key[0]), str(key[1]), int(key[2]))] = float(mean)
+        for key, scores in scored.groupby(["domain", "cell", "seed"])["score"]:
+            mean = sum(pct(s) for s in scores) / len(scores)  # as Table 1 averages
+            avg[(str(key[0]), str(key[1]), int(key[2]))] = str(quantize(mean, 1))
     rows, wall, cpu_h, gpu_h = [], 0.0, 0.0, 0.0
     for r in page.runs.sort_values(["domain", "cell_id"]).itertuples(index=False):
         res = resources.get(r.cell_id)
@@ -192,7 +193,7 @@ def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
                 "status": r.status,
                 "attempt": r.attempt,
                 "steps": "-" if _num(r.steps) is None else f"{int(_num(r.steps))}",
-                "avg": "-" if score is None else f"{score * 100:.1f}",
+                "avg": "-" if score is None else score,
                 "wall": _duration(secs),
                 "cpu_h": _hours(secs, cpus) if res is not None else "-",
                 "gpu_h": _hours(secs, gpus) if res is not None else "-",

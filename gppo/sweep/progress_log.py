@@ -50,6 +50,13 @@ def eta_s(
     return work / max(1, slots)
 
 
+def _pct(score: float) -> str:
+    """A fraction in percent, one decimal, rounded as Table 1 rounds (half up)."""
+    from gppo.analysis.table import pct, quantize
+
+    return str(quantize(pct(score), 1))
+
+
 def first_line_of_failure(tags: dict[str, str]) -> str:
     """The reason of a failed run: the failure tag's first line and the log's last line."""
     text = tags.get(M.TAG_FAILURE, "").strip()
@@ -152,7 +159,7 @@ class LaunchLog:
                 self.durations.append(took)
             k = st.cell.eval_k
             score = metrics.get(M.eval_domain_metric(k))
-            avg = f"avg@{k} {score * 100:.1f}%" if score is not None else f"avg@{k} -"
+            avg = f"avg@{k} {_pct(score)}%" if score is not None else f"avg@{k} -"
             self.line(f"{'finished':<11} {cid}  {avg}{span}")
         elif st.state == waiting:
             why = first_line_of_failure(tags) or "job failed"
