@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -23,6 +24,9 @@ from urllib.parse import quote, urlencode
 from gppo import metrics as M
 
 ENV_HOME = "GPPO_UI_HOME"
+#: seconds the server's process group gets to exit on SIGTERM before SIGKILL (MLflow 3.17's
+#: ``mlflow server`` takes ~15 s on a busy machine to stop its job runner; uvicorn ~1 s)
+GRACE_S = 5.0
 WORKFLOW = {"workflowType": "machine_learning"}
 
 
@@ -105,31 +109,41 @@ def wait_and_open(url: str, health: str, timeout_s: float = 120.0) -> None:
 def serve(argv: list[str], env: dict[str, str], helpers: Sequence[Any] = ()) -> int:
     """Run the server ``argv`` in its own process group until it exits or this process gets
     SIGTERM / SIGINT / SIGHUP; then stop the whole group (the server and the workers it spawned,
-    SIGKILL after 10 s) and the ``helpers`` (Popen objects), so nothing keeps the port."""
+    SIGKILL after :data:`GRACE_S`) and the ``helpers`` (Popen objects), so nothing keeps the port.
+
+    The signal handler only records the signal and sends SIGTERM; the main loop polls (a
+    ``wait`` inside the handler would deadlock on the interrupted ``wait``'s lock)."""
     import signal
     import subprocess
+    import time
 
     proc = subprocess.Popen(argv, env=env, start_new_session=True)
+    got: list[tuple[int, float]] = []
 
-    def stop(signum: int, _frame: Any = None) -> None:
-        for helper in helpers:
-            if helper.poll() is None:
-                helper.kill()
-        for sig, wait_s in ((signal.SIGTERM, 10.0), (signal.SIGKILL, 5.0)):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                break
-            try:
-                proc.wait(timeout=wait_s)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        raise SystemExit(128 + signum)
+    def group(sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+
+    def on_signal(signum: int, _frame: Any = None) -> None:
+        if not got:
+            got.append((signum, time.monotonic()))
+            group(signal.SIGTERM)
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, stop)
-    rc = proc.wait()
-    with contextlib.suppress(ProcessLookupError):  # workers left behind by a server that exited
-        os.killpg(proc.pid, signal.SIGTERM)
-    return rc
+        signal.signal(sig, on_signal)
+    killed = False
+    while proc.poll() is None:
+        time.sleep(0.2)
+        if got and not killed and time.monotonic() - got[0][1] > GRACE_S:
+            group(signal.SIGKILL)
+            killed = True
+    group(signal.SIGTERM if not killed else signal.SIGKILL)  # workers left behind
+    for helper in helpers:
+        if helper.poll() is None:
+            helper.kill()
+    if got:
+        # exit now: a normal interpreter exit may wait on MLflow's client threads
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(128 + got[0][0])
+    return proc.returncode

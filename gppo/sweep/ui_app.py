@@ -12,8 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mlflow.server.fastapi_app import app as mlflow_app
-
 from gppo.sweep.ui import ENV_HOME
 
 #: served at a bare ``/``: the browser (which alone knows the URL's fragment) goes on to the
@@ -63,5 +61,9 @@ class HomeRedirect:
         await self.inner(scope, receive, send)
 
 
-#: the ``mlflow.app`` plugin (``gppo-sweep = gppo.sweep.ui_app:app``): MLflow's own app
-app = HomeRedirect(mlflow_app, os.environ.get(ENV_HOME) or None)
+def app() -> HomeRedirect:
+    """The ``mlflow.app`` plugin (``gppo-sweep = gppo.sweep.ui_app:app``), a factory: ``mlflow
+    server`` imports this module to inspect it, and only uvicorn's worker builds MLflow's app."""
+    from mlflow.server.fastapi_app import app as mlflow_app
+
+    return HomeRedirect(mlflow_app, os.environ.get(ENV_HOME) or None)
