@@ -10,6 +10,7 @@ Other packages add commands with :func:`add_command` / :func:`add_group`, e.g.
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -60,9 +61,15 @@ def _plan(spec: Path):
 
 
 def _console():
+    """rich's console; 100 columns when stdout is not a terminal (rich's default is 80)."""
+    import os
+
     from rich.console import Console
 
-    return Console()
+    console = Console()
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console = Console(width=100)
+    return console
 
 
 @app.command()
@@ -96,10 +103,14 @@ def plan(
             *regions, str(r["seed"]),
         )  # fmt: skip
     console.print(table)
-    console.print("[bold]job commands[/bold]")
+    console.print("[bold]job commands[/bold] (environment, then argv)")
     for r in rows:
+        env = " ".join(
+            f"{k}={v if v.startswith('<') and v.endswith('>') else shlex.quote(v)}"
+            for k, v in r["env"].items()
+        )
         console.print(f"{r['cell']}: ", end="", markup=False, highlight=False)
-        console.print(r["command"], markup=False, highlight=False, soft_wrap=True)
+        console.print(f"{env} {r['command']}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -137,23 +148,20 @@ def launch(
 ) -> None:
     """Run every unfinished cell as a Ray job (resumes: finished cells are skipped)."""
     p = _plan(spec)
-    from rich.live import Live
-
     from gppo.sweep.guard import StoreNotShared
     from gppo.sweep.launch import LaunchBusy, Launcher
-    from gppo.sweep.progress import launch_view
+    from gppo.sweep.progress import LaunchOutput
+    from gppo.sweep.progress_log import run_info_from
+    from gppo.sweep.tracking import Tracking
 
     console = _console()
-    live = Live(console=console, auto_refresh=False, transient=False)
+    slots = max_concurrent or p.spec.ray.max_concurrent
+    out = LaunchOutput(console, slots=slots, run_info=run_info_from(Tracking(p.spec.tracking.uri)))
     launcher = Launcher(
-        p,
-        address=address,
-        max_concurrent=max_concurrent,
-        detach=detach,
-        on_update=lambda r: live.update(launch_view(r), refresh=True),
+        p, address=address, max_concurrent=max_concurrent, detach=detach, on_update=out.update
     )
     try:
-        with live:
+        with out:
             result = launcher.run()
     except LaunchBusy as exc:
         raise _fail(str(exc), 1) from None
@@ -161,23 +169,19 @@ def launch(
         raise _fail(str(exc)) from None
     except KeyboardInterrupt:  # before dispatch began: nothing was submitted by this launch
         raise _fail("interrupted before dispatch started; nothing submitted", 130) from None
-    done, failed = result.count("done"), result.count("failed")
-    console.print(
-        f"sweep {result.sweep_id}: {done}/{len(result.cells)} done, {failed} failed"
-        + (", interrupted" if result.interrupted else "")
-        + (" (jobs left running: relaunch to re-attach)" if result.detached else "")
-    )
+    out.summary(result)
     for st in result.cells.values():
         if st.state == "failed":
             console.print(f"[red]failed[/red] {st.cell.id}: {st.note}", highlight=False)
     if result.report is not None:
-        from gppo.analysis.render import to_rich
+        from gppo.sweep.progress import print_table1
 
-        for item in to_rich(result.report.table):
-            console.print(item)
+        print_table1(console, result.report.table)
         folder = result.report.files[0].parent if result.report.files else "?"
         console.print(f"report (tables and figures): {folder}", markup=False)
-    if done:
+        if getattr(result.report, "page", None) is not None:
+            console.print(f"report page (one HTML file): {result.report.page}", markup=False)
+    if result.count("done"):
         console.print(f"compare the runs in the MLflow UI: gppo-sweep ui {spec}", markup=False)
     if result.interrupted:
         raise typer.Exit(130)
@@ -251,23 +255,46 @@ def ui(
     spec: SpecArg,
     host: Annotated[str, typer.Option(help="bind address (loopback by default)")] = "127.0.0.1",
     port: Annotated[int, typer.Option()] = 5000,
+    open_browser: Annotated[
+        bool, typer.Option("--open", help="open the sweep's runs in a browser once it is up")
+    ] = False,
 ) -> None:
-    """Serve the MLflow UI on the sweep's tracking store."""
+    """Serve the MLflow UI on the sweep's tracking store; print the URL of the sweep's runs (its
+    cells, best first) and of MLflow's compare view of its cells. ``/`` leads to the runs."""
     import os
 
     from gppo.sweep.tracking import resolve_tracking_uri
+    from gppo.sweep.ui import ENV_HOME, serve, sweep_urls
 
     p = _plan(spec)
     uri = resolve_tracking_uri(p.spec.tracking.uri)
-    if "://" in uri and not uri.startswith(("sqlite:", "file:", "postgresql", "mysql")):
-        raise _fail(
-            f"{spec}: tracking.uri: {uri!r} is a tracking server already; open it directly", 1
-        )
+    served = not ("://" in uri and not uri.startswith(("sqlite:", "file:", "postgresql", "mysql")))
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    base = f"http://{shown}:{port}" if served else uri.rstrip("/")
+    urls = sweep_urls(p, base)
+    typer.echo(f"MLflow UI for sweep {p.sweep_id}: {base}", err=True)
+    typer.echo(f"sweep runs: {urls.get('runs', base + ' (no runs yet: launch the sweep first)')}")
+    if "compare" in urls:
+        typer.echo(f"compare cells: {urls['compare']}")
+    target = urls.get("runs", base)
+    if not served:  # a tracking server already: nothing to start
+        if open_browser:
+            import webbrowser
+
+            webbrowser.open(target)
+        return
+    helpers = []
+    if open_browser:
+        import subprocess
+
+        code = "import sys; from gppo.sweep.ui import wait_and_open; wait_and_open(*sys.argv[1:])"
+        helpers.append(subprocess.Popen([sys.executable, "-c", code, target, f"{base}/health"]))
     mlflow = str(Path(sys.executable).with_name("mlflow"))
     argv = [mlflow, "server", "--backend-store-uri", uri, "--host", host, "--port", str(port)]
-    argv += ["--workers", "1"]
-    typer.echo(f"MLflow UI for sweep {p.sweep_id} at http://{host}:{port}", err=True)
-    os.execv(mlflow, argv)
+    argv += ["--workers", "1", "--app-name", "gppo-sweep"]
+    sys.stdout.flush()
+    rc = serve(argv, {**os.environ, ENV_HOME: urls.get("home", "")}, helpers)
+    raise typer.Exit(rc)
 
 
 def _register_other_packages() -> None:

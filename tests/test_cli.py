@@ -1,13 +1,11 @@
-"""The typer app: plan (table and --json), help speed (no Ray/MLflow import), status, ui."""
+"""The typer app: plan (table and --json), help speed (no Ray/MLflow import), status (ui: in
+test_cli_ui.py)."""
 
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -17,7 +15,6 @@ from gppo.cli import app
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 import sweep.probe_backend  # noqa: E402, F401
-from sweep.conftest import launcher_cmd  # noqa: E402
 
 SPEC = """\
 name: clitest
@@ -92,32 +89,3 @@ def test_unknown_cell_for_logs_and_cancel(tmp_path):
         assert result.exit_code == 2
         assert result.stderr.startswith(f"{spec}: no cell ")
         assert len(result.stderr.splitlines()) == 1
-
-
-def test_ui_serves_the_sweeps_store_on_loopback(tmp_path):
-    spec = write(tmp_path)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [*launcher_cmd(), "ui", str(spec), "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as r:
-                    assert r.status == 200
-                    break
-            except OSError:
-                assert proc.poll() is None, proc.stderr.read()
-                assert time.monotonic() < deadline, "mlflow ui did not come up"
-                time.sleep(0.5)
-        assert (tmp_path / "mlflow.db").exists()  # it serves the spec's store
-    finally:
-        import os
-        import signal
-
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)

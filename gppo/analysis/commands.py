@@ -78,6 +78,7 @@ def report(
                 formats=format,
                 figures=figures,
                 attach=attach,
+                spec=target.spec if target else None,
             )
     except ValueError as exc:  # ReportInputError is a ValueError
         raise _fail(str(exc)) from None
@@ -93,6 +94,8 @@ def report(
     for warning in result.warnings:
         console.print(f"warning: {warning}", style="yellow", markup=False)
     console.print(f"wrote {len(result.files)} file(s) to {out}", markup=False)
+    if result.page is not None:
+        console.print(f"report page (self-contained HTML): {result.page}", markup=False)
     if result.attached:
         console.print(f"attached to MLflow run {result.parent_run_id} (report/)", markup=False)
 

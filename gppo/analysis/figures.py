@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -103,8 +104,20 @@ def figure1_regions(
         ax.set_xlabel("μ (behaviour probability)")
         ax.set_ylabel("ratio bound r")
         ax.set_title(f"{divergence_name(div)} (δ = {used:.4g})")
-        ax.legend(fontsize="x-small", loc="center left")
+    handles: dict[str, Any] = {}
+    for ax in axes[0]:
+        for artist in [*ax.collections, *ax.get_lines()]:
+            handles.setdefault(artist.get_label(), artist)
     fig.tight_layout()
+    fig.legend(
+        list(handles.values()),
+        list(handles),
+        loc="upper center",
+        bbox_to_anchor=(0.5, 0.0),
+        ncol=min(len(handles), 7),
+        fontsize="small",
+        frameon=False,
+    )  # fmt: skip  (under the panels: never on the curves)
     return fig
 
 
@@ -136,43 +149,138 @@ def _mean_curve(frame: pd.DataFrame, window: int | None = None) -> pd.Series:
     score of a few dozen rollouts per step is too noisy to compare cells by eye otherwise.
     """
     curve = frame.groupby("step")["value"].mean().sort_index()
+    return _smooth(curve, window)
+
+
+def _smooth(curve: pd.Series, window: int | None) -> pd.Series:
     if window is None:
         window = len(curve) // 15 if len(curve) >= 30 else 1
     return curve.rolling(window, min_periods=1).mean() if window > 1 else curve
 
 
-def figure2_dynamics(curves: pd.DataFrame, smooth: int | None = None) -> Figure:
-    """Figure 2: training score (solid, left axis) and entropy (dash-dot, right axis) vs step.
+def _seed_band(frame: pd.DataFrame, window: int | None) -> tuple[pd.Series, pd.Series] | None:
+    """(min, max) over seeds per step of the smoothed per-seed curves; None with one seed."""
+    wide = frame.pivot_table(index="step", columns="seed", values="value", aggfunc="mean")
+    if wide.shape[1] < 2:
+        return None
+    wide = wide.sort_index().apply(lambda col: _smooth(col.dropna(), window)).dropna(how="all")
+    return wide.min(axis=1), wide.max(axis=1)
 
-    One panel per domain; one colour per cell, averaged over seeds and smoothed by a trailing
-    rolling mean of ``smooth`` steps (None: automatic, see :func:`_mean_curve`; 1: raw). Each
-    panel is an Axes plus its ``twinx`` Axes (so a figure with D domains has 2·D axes).
+
+#: baselines' colours (estimators use EST_COLORS; the reference is grey and dashed)
+BASELINE_COLORS = {
+    "gspo": "tab:green",
+    "gmpo": "tab:orange",
+    "sapo": "tab:purple",
+    "cispo": "tab:brown",
+    "clip_cov": "tab:pink",
+}
+OTHER_COLORS = ("tab:olive", "tab:cyan", "tab:gray", "gold", "teal")
+REFERENCE_STYLE = {"color": "0.45", "linestyle": "--"}
+ROWS = ((M.TRAIN_SCORE, "training score"), (M.ENTROPY, "entropy"))
+
+
+def _panels(cells: Sequence[str], reference: str) -> list[tuple[str, list[tuple[str, str, dict]]]]:
+    """Columns of Figure 2: (title, [(cell, label, line style)]) per divergence, then baselines.
+
+    A divergence's panel holds its estimators (colour of the estimator) and the reference cell
+    (grey, dashed) unless the reference is one of them; the baselines share one panel.
+    """
+    from gppo.analysis.table import BASELINE_NAMES
+
+    grid = [c for c in cells if "/" in c]
+    others = _ordered((c for c in cells if "/" not in c), list(BASELINE_COLORS))
+    ref = (
+        [(reference, f"reference ({reference})", dict(REFERENCE_STYLE))]
+        if reference in cells
+        else []
+    )
+    panels = []
+    for div in _ordered((c.split("/")[0] for c in grid), DIV_ORDER):
+        ests = _ordered((c.split("/")[1] for c in grid if c.split("/")[0] == div), EST_ORDER)
+        lines = [
+            (f"{div}/{e}", EST_NAMES.get(e, e), {"color": EST_COLORS.get(e, "tab:gray")})
+            for e in ests
+        ]
+        if reference not in {c for c, _, _ in lines}:
+            lines += ref
+        panels.append((divergence_name(div), lines))
+    if others:
+        spare = iter(OTHER_COLORS * 4)
+        lines = [
+            (c, BASELINE_NAMES.get(c, c), {"color": BASELINE_COLORS.get(c) or next(spare)})
+            for c in others
+        ]
+        panels.append(("Baselines", lines + ref))
+    return panels
+
+
+def figure2_dynamics(
+    curves: pd.DataFrame, smooth: int | None = None, reference: str = "tv/mc"
+) -> Figure:
+    """Figure 2 as small multiples: training score (first row) and entropy (second row) vs step.
+
+    One column per divergence, holding its estimators (MC black, Atomic red, Binary blue: the
+    same colours as Figure 1 and the clip-by-μ figure) and the ``reference`` cell (grey, dashed),
+    then one column for the baselines (with the reference too). Each line is the mean over
+    seeds, smoothed by a trailing rolling mean of ``smooth`` steps (None: automatic, see
+    :func:`_mean_curve`; 1: raw); with several seeds a band spans their min and max. Several
+    domains stack their row pairs. Rows share the y axis; legends sit outside the panels.
     """
     domains = list(dict.fromkeys(curves["domain"])) or ["(no data)"]
-    fig, axes = plt.subplots(1, len(domains), figsize=(8 * len(domains), 4), squeeze=False)
-    cmap = plt.get_cmap("tab20")
-    for ax, domain in zip(axes[0], domains, strict=True):
-        twin = ax.twinx()
+    panels = _panels(list(dict.fromkeys(curves["cell"])), reference) or [("(no data)", [])]
+    n_rows, n_cols = 2 * len(domains), len(panels)
+    fig, axes = plt.subplots(
+        n_rows, n_cols, figsize=(3.4 * n_cols + 0.8, 2.4 * n_rows + 0.6),
+        squeeze=False, sharex=True, sharey="row",
+    )  # fmt: skip
+    for d, domain in enumerate(domains):
         frame = curves[curves["domain"] == domain]
-        for i, cell in enumerate(dict.fromkeys(frame["cell"])):
-            color = cmap(i % 20)
-            of_cell = frame[frame["cell"] == cell]
-            score = _mean_curve(of_cell[of_cell["metric"] == M.TRAIN_SCORE], smooth)
-            ent = _mean_curve(of_cell[of_cell["metric"] == M.ENTROPY], smooth)
-            if len(score):
-                ax.plot(score.index, score.values, color=color, linestyle="-", label=cell)
-            if len(ent):
-                twin.plot(
-                    ent.index, ent.values, color=color, linestyle="-.", label=f"{cell} entropy"
-                )
-        ax.set_title(domain)
-        ax.set_xlabel("step")
-        ax.set_ylabel("training score (solid)")
-        twin.set_ylabel("entropy (dash-dot)")
-        if ax.lines:  # outside the plot, to the right of the entropy axis
-            ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.18, 1.0))
+        for r, (metric, name) in enumerate(ROWS):
+            row = 2 * d + r
+            of_metric = frame[frame["metric"] == metric]
+            for c, (title, lines) in enumerate(panels):
+                ax = axes[row][c]
+                for cell, label, style in lines:
+                    data = of_metric[of_metric["cell"] == cell]
+                    if not len(data):
+                        continue
+                    mean = _mean_curve(data, smooth)
+                    ax.plot(mean.index, mean.values, label=label, linewidth=1.4, **style)
+                    band = _seed_band(data, smooth)
+                    if band is not None:
+                        lo, hi = band
+                        ax.fill_between(lo.index, lo.values, hi.values, color=style["color"],
+                                        alpha=0.15, linewidth=0)  # fmt: skip
+                if r == 0:
+                    ax.set_title(title if len(domains) == 1 else f"{domain}: {title}")
+                if c == 0:
+                    prefix = "" if len(domains) == 1 else f"{domain}\n"
+                    ax.set_ylabel(prefix + name)
+                if row == n_rows - 1:
+                    ax.set_xlabel("step")
+                ax.grid(alpha=0.3)
+    _outside_legends(fig, axes, panels)
     fig.tight_layout()
     return fig
+
+
+def _outside_legends(fig: Figure, axes: np.ndarray, panels: list) -> None:
+    """One legend under the figure for the estimators and the reference; the baselines' own
+    legend right of their panel (never on top of the curves)."""
+    seen: dict[str, Any] = {}
+    for c, (title, _) in enumerate(panels):
+        if title == "Baselines":
+            continue
+        for line in axes[0][c].get_lines():
+            seen.setdefault(line.get_label(), line)
+    if seen:
+        fig.legend(
+            list(seen.values()), list(seen), loc="upper center", bbox_to_anchor=(0.5, 0.0),
+            ncol=len(seen), frameon=False,
+        )  # fmt: skip
+    if panels and panels[-1][0] == "Baselines" and axes[0][-1].get_lines():
+        axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
 
 
 def figure2_clip_by_mu(curves: pd.DataFrame) -> Figure:
@@ -185,7 +293,7 @@ def figure2_clip_by_mu(curves: pd.DataFrame) -> Figure:
     names = {M.clip_frac_bucket(b): b for b in buckets}
     data = curves[curves["metric"].isin(names) & curves["cell"].str.contains("/", regex=False)]
     domains = list(dict.fromkeys(data["domain"])) or ["(no data)"]
-    fig, axes = plt.subplots(1, len(domains), figsize=(5.5 * len(domains), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(domains), figsize=(8.0 * len(domains), 3.6), squeeze=False)
     for ax, domain in zip(axes[0], domains, strict=True):
         frame = data[data["domain"] == domain].assign(
             estimator=lambda f: f["cell"].str.split("/").str[1],
@@ -209,7 +317,7 @@ def figure2_clip_by_mu(curves: pd.DataFrame) -> Figure:
         ax.set_ylabel("clip fraction")
         ax.set_title(domain)
         if ests:
-            ax.legend(fontsize="small")
+            ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
 

@@ -33,6 +33,7 @@ class SweepTarget:
     reference: str = "tv/mc"
     k: int | None = None
     benchmarks: list[str] = field(default_factory=list)
+    spec: dict[str, Any] | None = None  # the spec as run (defaults filled in), for the page
 
 
 @dataclass
@@ -43,6 +44,7 @@ class Report:
     parent_run_id: str | None = None
     attached: bool = False
     warnings: list[str] = field(default_factory=list)
+    page: Path | None = None  # report.html (format html): the self-contained report page
 
 
 def resolve_spec(path: str | Path) -> SweepTarget:
@@ -57,6 +59,7 @@ def resolve_spec(path: str | Path) -> SweepTarget:
 
 def target_of(plan: Any, tracking_uri: str | None = None) -> SweepTarget:
     """What a report needs from a loaded :class:`gppo.grid.Plan`."""
+    from gppo.analysis.page import spec_as_run
     from gppo.sweep.tracking import resolve_tracking_uri
 
     spec = plan.spec
@@ -67,6 +70,7 @@ def target_of(plan: Any, tracking_uri: str | None = None) -> SweepTarget:
         reference=spec.reference,
         k=spec.eval.k,
         benchmarks=list(spec.benchmarks) or (list(plan.cells[0].benchmarks) if plan.cells else []),
+        spec=spec_as_run(spec),
     )
 
 
@@ -106,6 +110,7 @@ def write_figures(
     curves: pd.DataFrame | None = None,
     deltas: dict[str, float] | None = None,
     r_min: float = 0.8,
+    reference: str = "tv/mc",
 ) -> tuple[list[Path], list[str]]:
     """Figure 1 for the grid cells present; Figure 2 (dynamics, clip per μ) when curves exist.
 
@@ -123,7 +128,8 @@ def write_figures(
         except Exception as exc:  # e.g. an unknown divergence in published numbers
             warnings.append(f"figure 1 skipped: {type(exc).__name__}: {exc}")
     if curves is not None and len(curves):
-        paths += F.save(F.figure2_dynamics(curves), out_dir / "figure2_dynamics")
+        fig2 = F.figure2_dynamics(curves, reference=reference)
+        paths += F.save(fig2, out_dir / "figure2_dynamics")
         paths += F.save(F.figure2_clip_by_mu(curves), out_dir / "figure2_clip_by_mu")
     return paths, warnings
 
@@ -148,10 +154,13 @@ def write_report(
     formats: str | Sequence[str] = "all",
     figures: bool = True,
     attach: bool = True,
+    spec: dict[str, Any] | None = None,
 ) -> Report:
     """Collect a sweep from MLflow, write Table 1 (+ figures) into ``out_dir`` and attach them.
 
-    Artifacts go to the sweep's parent run under ``report/`` when ``attach`` and a parent exists.
+    With format ``html`` also the self-contained page ``report.html`` (gppo/analysis/page.py;
+    ``spec``: the spec as run, shown on it). Artifacts go to the sweep's parent run under
+    ``report/`` when ``attach`` and a parent exists.
     """
     out = Path(out_dir)
     fmts = parse_formats(formats)
@@ -165,9 +174,24 @@ def write_report(
 
         live = got.runs[got.runs["status"].isin(["finished", "running"])] if len(got.runs) else None
         curves = collect_curves(got.client, live) if live is not None and len(live) else None
-        paths, warnings = write_figures(got.tidy, out, curves=curves, deltas=_deltas(expected))
+        paths, warnings = write_figures(
+            got.tidy, out, curves=curves, deltas=_deltas(expected), reference=reference
+        )
         files += paths
     report = Report(table, got.tidy, files, got.parent_run_id, warnings=warnings)
+    if "html" in fmts:
+        from gppo.analysis.page import PageInput, write_page
+
+        exp_id = None
+        if got.parent_run_id and got.client is not None:
+            exp_id = got.client.get_run(got.parent_run_id).info.experiment_id
+        page = PageInput(
+            sweep_id, table, figures=files, runs=got.runs, tidy=got.tidy, cells=expected or (),
+            spec=spec, tracking_uri=tracking_uri, experiment_id=exp_id,
+            parent_run_id=got.parent_run_id, k=got.k, warnings=warnings,
+        )  # fmt: skip
+        report.page = write_page(page, out)
+        files.append(report.page)
     if attach and got.parent_run_id and got.client is not None:
         for path in files:
             got.client.log_artifact(got.parent_run_id, str(path), artifact_path="report")
@@ -196,6 +220,7 @@ def write_report_for_spec(
         formats=formats,
         figures=figures,
         attach=attach,
+        spec=target.spec,
     )
 
 
@@ -217,4 +242,12 @@ def write_report_from_csv(
     if figures:
         paths_, warnings = write_figures(tidy, out)
         files += paths_
-    return Report(table, tidy, files, warnings=warnings)
+    report = Report(table, tidy, files, warnings=warnings)
+    if "html" in fmts:
+        from gppo.analysis.page import PageInput, write_page
+
+        report.page = write_page(
+            PageInput("from CSV", table, figures=files, tidy=tidy, warnings=warnings), out
+        )
+        files.append(report.page)
+    return report

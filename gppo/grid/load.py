@@ -82,4 +82,8 @@ def load_spec(path: str | Path) -> GridSpec:
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
         problem = getattr(exc, "problem", None) or str(exc)
         raise SpecError(file, "", f"invalid YAML at {where}: {problem}") from None
+    if raw is None:  # nothing but blank lines or comments
+        raise SpecError(
+            file, "", "the file is empty" + ("" if not text.strip() else " (comments only)")
+        )
     return parse_spec(raw, file)

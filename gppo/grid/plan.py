@@ -59,10 +59,18 @@ def region_preview(cell: Cell, mus: tuple[float, ...] = PREVIEW_MUS) -> list[lis
 
 
 def plan_rows(plan: Plan, *, regions: bool = True) -> list[dict[str, Any]]:
-    """One JSON-safe dict per cell: coordinates, δ, region preview, seed and the job's argv."""
+    """One JSON-safe dict per cell: coordinates, δ, region preview, seed, the job's argv and
+    its environment (the backend's variables plus the two the launcher sets: the tracking URI and
+    the run id, which exists only once the launch creates the cell's run)."""
+    from gppo import metrics as M
     from gppo.backends.base import get_backend
+    from gppo.sweep.tracking import resolve_tracking_uri
 
     backend = get_backend(plan.spec.backend)
+    launcher_env = {
+        M.ENV_TRACKING_URI: resolve_tracking_uri(plan.spec.tracking.uri),
+        M.ENV_RUN_ID: "<run id, at launch>",
+    }
     rows = []
     for cell in plan.cells:
         job = backend.job(cell)
@@ -78,6 +86,7 @@ def plan_rows(plan: Plan, *, regions: bool = True) -> list[dict[str, Any]]:
                 "mus": list(PREVIEW_MUS),
                 "config_hash": cell.config_hash,
                 "entrypoint": list(job.argv),
+                "env": {**dict(job.env), **launcher_env},
                 "command": job.entrypoint,
             }
         )

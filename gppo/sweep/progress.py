@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -9,14 +10,18 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+log = logging.getLogger(__name__)
+
 
 def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def launch_view(result: Any, max_rows: int = 20) -> Group:
-    """Counts of pending/running/done/failed cells and one row per running cell."""
+def launch_view(result: Any, max_rows: int = 20, eta_s: float | None = None) -> Group:
+    """Counts of pending/running/done/failed cells, the time left (``eta_s``, once known) and
+    one row per running cell."""
     from gppo.sweep.launch import DONE, PENDING, RUNNING, WAITING
+    from gppo.sweep.progress_log import fmt_duration
 
     cells = result.cells.values()
     counts = {
@@ -34,6 +39,7 @@ def launch_view(result: Any, max_rows: int = 20) -> Group:
                 counts.items(), ["dim", "cyan", "green", "red", "yellow"], strict=True
             )
         ],
+        (f"about {fmt_duration(eta_s)} left" if eta_s is not None else "", "bold"),
     )
     table = Table(box=None, pad_edge=False)
     for col in ("cell", "attempt", "job", "step", "train score", "running for"):
@@ -76,3 +82,71 @@ def status_table(rows: list[Any]) -> Table:
             r.run_id or "-",
         )
     return table
+
+
+class LaunchOutput:
+    """What ``gppo-sweep launch`` prints while it runs.
+
+    On a terminal: a rich Live panel (:func:`launch_view`, with the time left) and the events
+    printed above it. Otherwise (a file, a pipe, CI): no panel at all, only the timestamped event
+    lines of :class:`gppo.sweep.progress_log.LaunchLog`. Use as a context manager around
+    ``Launcher.run()`` with :meth:`update` as the launcher's ``on_update``.
+    """
+
+    def __init__(self, console: Any, *, slots: int, run_info: Any = None) -> None:
+        from rich.live import Live
+
+        from gppo.sweep.progress_log import LaunchLog
+
+        self.console = console
+        self.live = Live(console=console, auto_refresh=False) if console.is_terminal else None
+        emit = (
+            (lambda line: console.print(line, markup=False, highlight=False, soft_wrap=True))
+            if self.live is not None
+            else (lambda line: console.out(line, highlight=False))
+        )
+        self.log = LaunchLog(emit, slots=slots, run_info=run_info)
+        self.broken = False
+
+    def update(self, result: Any) -> None:
+        """The launcher's ``on_update``; a display error is reported once, never raised (it
+        would end the launch without stopping its jobs)."""
+        try:
+            self.log(result)
+            if self.live is not None:
+                self.live.update(launch_view(result, eta_s=self.log.eta(result)), refresh=True)
+        except Exception as exc:
+            if not self.broken:
+                self.broken = True
+                log.warning("progress display failed: %s: %s", type(exc).__name__, exc)
+
+    def summary(self, result: Any) -> None:
+        self.log.line(self.log.summary(result))
+
+    def __enter__(self) -> LaunchOutput:
+        if self.live is not None:
+            self.live.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+
+def print_table1(console: Any, table1: Any) -> None:
+    """Table 1 as rich tables whose cells never wrap ("Binary (DPPO)" on one line): boxed when
+    that fits the console, else compact (no vertical rules, single spaces between columns;
+    quickstart's table: 88 columns boxed, 79 compact)."""
+    from rich import box
+    from rich.console import Console
+
+    from gppo.analysis.render import to_rich
+
+    wide = Console(width=1000)
+    for item in to_rich(table1):
+        if isinstance(item, Table):
+            for col in item.columns:
+                col.no_wrap = True
+            if wide.measure(item).maximum > console.width:
+                item.box, item.pad_edge, item.collapse_padding = box.SIMPLE_HEAD, False, True
+        console.print(item)

@@ -22,6 +22,10 @@ T = TypeVar("T")
 DEFAULT_URI = "sqlite:///mlflow.db"
 PARAM_VALUE_MAX = 6000
 TAG_VALUE_MAX = 7500
+#: MLflow 3's experiment type tag; ``custom_model_development`` is "Machine learning" (model
+#: training) in the UI, as opposed to ``genai_development`` (traces, GenAI overview)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 
 
 def resolve_tracking_uri(uri: str | None) -> str:
@@ -139,13 +143,22 @@ class Tracking:
         retry_locked(lambda: self.client.search_experiments(max_results=1))
 
     def experiment_id(self, name: str, *, create: bool = True) -> str | None:
+        """The experiment's id; with ``create``, created (or marked) as a model-training
+        experiment (:data:`EXPERIMENT_KIND`) so the MLflow UI lists its runs."""
         exp = retry_locked(lambda: self.client.get_experiment_by_name(name))
         if exp is not None:
+            if create and EXPERIMENT_KIND_TAG not in exp.tags:  # made by an older version
+                retry_locked(
+                    lambda: self.client.set_experiment_tag(
+                        exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND
+                    )
+                )
             return exp.experiment_id
         if not create:
             return None
+        tags = {EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
         try:
-            return retry_locked(lambda: self.client.create_experiment(name))
+            return retry_locked(lambda: self.client.create_experiment(name, tags=tags))
         except Exception:  # created concurrently by another process
             exp = self.client.get_experiment_by_name(name)
             if exp is None:
@@ -226,9 +239,7 @@ class Tracking:
             **(extra_tags or {}),
         }
         run = retry_locked(
-            lambda: self.client.create_run(
-                experiment_id, tags=tags, run_name=f"{cell.id}-a{attempt}"
-            )
+            lambda: self.client.create_run(experiment_id, tags=tags, run_name=cell.id)
         )
         run_id = run.info.run_id
         params = [Param(k[:250], v) for k, v in cell_params(cell).items()]

@@ -60,18 +60,46 @@ def _curves():
     return pd.DataFrame(rows, columns=["domain", "cell", "seed", "metric", "step", "value"])
 
 
-def test_figure2_dynamics_score_solid_entropy_dashdot_per_domain():
+def test_figure2_small_multiples_per_divergence_and_baselines():
     fig = F.figure2_dynamics(_curves())
-    assert len(fig.axes) == 4  # (score axis + entropy twin) per domain
-    score_ax, code_ax, twin, _ = fig.axes  # the twins are added after the panels
-    assert score_ax.get_title() == "math" and code_ax.get_title() == "code"
-    assert twin.get_shared_x_axes().joined(score_ax, twin)
-    assert [ln.get_linestyle() for ln in score_ax.get_lines()] == ["-"] * 3
-    assert [ln.get_linestyle() for ln in twin.get_lines()] == ["-."] * 3
-    assert [ln.get_label() for ln in score_ax.get_lines()] == ["tv/mc", "kl/atomic", "gspo"]
-    # seeds are averaged per step: (0.1 s + 0 + 0.1 s + 1) / 2
-    assert np.allclose(score_ax.get_lines()[0].get_ydata(), [0.6, 0.7, 0.8])
-    assert twin.get_ylabel().startswith("entropy")
+    # rows: (score, entropy) per domain; columns: TV, KL, Baselines
+    assert len(fig.axes) == 4 * 3
+    grid = np.asarray(fig.axes).reshape(4, 3)
+    assert [ax.get_title() for ax in grid[0]] == ["math: TV", "math: KL", "math: Baselines"]
+    assert [ax.get_title() for ax in grid[2]] == ["code: TV", "code: KL", "code: Baselines"]
+    assert grid[0][0].get_ylabel() == "math\ntraining score"
+    assert grid[1][0].get_ylabel() == "math\nentropy"
+    tv, kl, base = ([ln.get_label() for ln in ax.get_lines()] for ax in grid[0])
+    assert tv == ["MC"]  # the reference tv/mc is TV's own MC line: drawn once
+    assert kl == ["Atomic", "reference (tv/mc)"]
+    assert base == ["GSPO", "reference (tv/mc)"]
+    # one colour per estimator everywhere, the same as Figures 1 and clip-by-μ
+    colors = {ln.get_label(): ln.get_color() for ax in fig.axes for ln in ax.get_lines()}
+    assert colors["MC"] == F.EST_COLORS["mc"] and colors["Atomic"] == F.EST_COLORS["atomic"]
+    # mean over the two seeds per step: (0.1 s + 0 + 0.1 s + 1) / 2, with a min-max band
+    assert np.allclose(grid[0][0].get_lines()[0].get_ydata(), [0.6, 0.7, 0.8])
+    band = grid[0][0].collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == pytest.approx(0.1) and band.max() == pytest.approx(1.3)
+    assert np.allclose(grid[1][1].get_lines()[0].get_ydata(), [1.0, 0.5, 1 / 3])
+    # legends outside the curves: the figure's (estimators) and the baselines' (right of it)
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == [
+        "MC",
+        "Atomic",
+        "reference (tv/mc)",
+    ]
+    anchor = (
+        grid[0][2].get_legend().get_bbox_to_anchor().transformed(grid[0][2].transAxes.inverted())
+    )
+    assert anchor.x0 > 1.0
+
+
+def test_figure2_one_seed_no_band_and_reference_choice():
+    one = _curves()[lambda f: (f["seed"] == 0) & (f["domain"] == "math")]
+    fig = F.figure2_dynamics(one, reference="kl/atomic")
+    grid = np.asarray(fig.axes).reshape(2, 3)
+    assert not grid[0][0].collections  # one seed: no band
+    assert [ln.get_label() for ln in grid[0][0].get_lines()] == ["MC", "reference (kl/atomic)"]
+    assert grid[0][0].get_title() == "TV"
 
 
 def test_figure2_clip_fraction_per_mu_bucket_per_estimator():

@@ -54,7 +54,7 @@ CORPUS = [
     ("backend: probe\n", "name: required field is missing"),
     ("name: bad\n  backend: [\n", "invalid YAML at line"),
     ("- just\n- a list\n", "the spec must be a YAML mapping (got list)"),
-    ("", "the spec must be a YAML mapping (got NoneType)"),
+    ("", "the file is empty"),
     ("name: !!python/object/apply:os.system ['touch pwned']\n", "invalid YAML at line 1"),
     (BASE + "baselines: [gspo]\nbaseline_params: {gspo: {bogus: 1}}\n", "baseline_params.gspo: "),
     (BASE + "baseline_params: {sapo: {}}\n", "baseline_params.sapo: 'sapo' is not in baselines"),

@@ -30,7 +30,10 @@ def summary(study: Any) -> dict[str, Any]:
 
 
 class Progress:
-    """Progress display; ``console=None`` prints nothing (library use, tests)."""
+    """Progress display; ``console=None`` prints nothing (library use, tests).
+
+    On a terminal, a live panel with the events printed above it; otherwise (a file, a pipe, CI)
+    only the timestamped event lines and a one-line summary at the end, never the panel."""
 
     def __init__(self, console: Console | None) -> None:
         self.console = console
@@ -72,10 +75,30 @@ class Progress:
             parts.append(table)
         return Group(*parts)
 
+    def summary_line(self, tuner: Tuner) -> str:
+        """``study S: 12/12 done (complete 10, pruned 2), 0 failed, best 0.4375 (trial 7) in 3m05s``."""
+        from gppo.sweep.progress_log import fmt_duration
+
+        s = summary(tuner.study)
+        c, best = s["counts"], s["best"]
+        return (
+            f"study {tuner.spec.study_name}: {c['COMPLETE'] + c['PRUNED']}/"
+            f"{tuner.spec.tune.n_trials} done (complete {c['COMPLETE']}, pruned {c['PRUNED']}), "
+            f"{c['FAIL']} failed, best "
+            + (f"{best.value:.4f} (trial {best.number})" if best is not None else "-")
+            + f" in {fmt_duration(time.monotonic() - self._t0)}"
+        )
+
     @contextlib.contextmanager
     def live(self, tuner: Tuner) -> Iterator[None]:
         if self.console is None:
             yield
+            return
+        if not self.console.is_terminal:
+            try:
+                yield
+            finally:
+                self.event(self.summary_line(tuner))
             return
         with Live(self.render(tuner), console=self.console, refresh_per_second=2) as live:
             self._live = live
@@ -90,6 +113,11 @@ class Progress:
             self._live.update(self.render(tuner))
 
     def event(self, message: str) -> None:
+        """One timestamped line (above the live panel on a terminal)."""
+        from gppo.sweep.progress_log import stamp
+
         self._events.append(message)
-        if self.console is not None:  # printed above the live panel
-            self.console.print(message, markup=False, highlight=False)
+        if self.console is not None:
+            self.console.print(
+                f"{stamp()}  {message}", markup=False, highlight=False, soft_wrap=True
+            )

@@ -320,4 +320,6 @@ def load_tune_spec(path: str | Path) -> TuneSpec:
         where = f"line {mark.line + 1}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         raise TuneSpecError(file, where, f"invalid YAML: {problem}") from None
+    if raw is None:  # nothing but blank lines or comments
+        raise TuneSpecError(file, "", "the file is empty")
     return parse_tune_spec(raw, file)

@@ -1,0 +1,309 @@
+"""The report page: one self-contained HTML file (``report.html``) a colleague can open offline.
+
+It holds Table 1 as ``report`` renders it (:func:`gppo.analysis.render.to_html`, so columns added
+there appear here too), every figure the report wrote (PNG files, embedded as base64 ``data:``
+URIs: Figures 1-2 and the clip-by-μ figure first, then any other figure under "More figures"),
+one row per cell (status, attempt, steps, avg@k, wall time, CPU/GPU-hours, a link to its MLflow
+run when the tracking URI is an http(s) server), the spec as run, the seeds, package versions,
+the project's git commit and the date. No external resource: no script, font or stylesheet link.
+
+The layout is the Jinja2 template ``templates/report.html.j2`` (package data).
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import math
+import platform
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pandas as pd
+from markupsafe import Markup
+
+from gppo.analysis.render import to_html
+from gppo.analysis.table import Table1, pct, quantize
+
+PAGE_NAME = "report.html"
+#: figures in page order, with their captions; any other PNG goes to "More figures"
+FIGURES: dict[str, str] = {
+    "figure1_regions": (
+        "Figure 1. Proximal regions [r_lo, r_hi] against the behaviour probability μ, one panel"
+        " per divergence (δ calibrated from r_min); the grey band is the MC region."
+    ),
+    "figure2_dynamics": (
+        "Figure 2. Training dynamics: training score (top row) and policy entropy (bottom row)"
+        " against the step; one panel per divergence with its estimators and the reference,"
+        " the baselines in their own panel (mean over seeds, band: min-max over seeds)."
+    ),
+    "figure2_clip_by_mu": (
+        "Clip fraction per μ bucket for each estimator (mean over steps, seeds and"
+        " divergences): where Atomic and Binary clip differently from MC."
+    ),
+}
+PACKAGES = (
+    "gppo-sweep", "torch", "numpy", "pandas", "matplotlib", "mlflow", "ray", "optuna",
+    "verl", "vllm", "transformers",
+)  # fmt: skip
+
+
+@dataclass
+class PageInput:
+    """What the page shows; everything but ``table`` and ``sweep_id`` is optional."""
+
+    sweep_id: str
+    table: Table1
+    figures: Sequence[Path] = ()
+    runs: pd.DataFrame | None = None  # Collected.runs: one row per cell (latest attempt)
+    tidy: pd.DataFrame | None = None  # scores per (domain, cell, seed, benchmark)
+    cells: Sequence[Any] = ()  # the spec's expanded cells (resources per cell id)
+    spec: Mapping[str, Any] | None = None  # the spec as run (defaults filled in)
+    tracking_uri: str | None = None
+    experiment_id: str | None = None
+    parent_run_id: str | None = None
+    k: int | None = None
+    warnings: Sequence[str] = ()
+    extra: dict[str, str] = field(default_factory=dict)  # more "about this report" lines
+
+
+def embed_png(path: Path) -> str:
+    """``data:image/png;base64,...`` of a PNG file."""
+    return "data:image/png;base64," + base64.b64encode(Path(path).read_bytes()).decode("ascii")
+
+
+def figure_items(paths: Sequence[Path]) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """(main figures in :data:`FIGURES` order, other figures) as ``{title, caption, src}``."""
+    pngs = {p.stem: p for p in paths if p.suffix.lower() == ".png" and p.exists()}
+    main = [
+        {"id": stem, "caption": FIGURES[stem], "src": embed_png(pngs[stem])}
+        for stem in FIGURES
+        if stem in pngs
+    ]
+    more = [
+        {"id": stem, "caption": stem.replace("_", " "), "src": embed_png(p)}
+        for stem, p in sorted(pngs.items())
+        if stem not in FIGURES
+    ]
+    return main, more
+
+
+def table_fragment(table: Table1) -> tuple[str, str]:
+    """(the CSS, the body) of Table 1's HTML rendering, to inline in the page."""
+    html = to_html(table)
+    style = "\n".join(re.findall(r"<style[^>]*>(.*?)</style>", html, flags=re.S))
+    body = re.search(r"<body[^>]*>(.*)</body>", html, flags=re.S)
+    return style, (body.group(1) if body else html)
+
+
+def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
+    """Installed versions of the packages that shape the results (absent ones left out)."""
+    out = {"python": platform.python_version()}
+    for name in names:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def git_commit(where: Path | None = None) -> str:
+    """The project's commit (``abc123…``, ``+ local changes`` when the tree is dirty), or
+    ``unknown`` outside a git checkout."""
+    where = where or Path(__file__).resolve().parents[2]
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(where), "rev-parse", "HEAD"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+        dirty = subprocess.run(
+            ["git", "-C", str(where), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return head + (" + local changes" if dirty else "")
+
+
+def run_link(tracking_uri: str | None, experiment_id: str | None, run_id: str) -> str | None:
+    """The run's page on an http(s) tracking server, else None."""
+    if not (tracking_uri and experiment_id and run_id):
+        return None
+    if not tracking_uri.startswith(("http://", "https://")):
+        return None
+    from gppo.sweep.ui import run_url
+
+    return run_url(tracking_uri, experiment_id, run_id)
+
+
+def _num(x: Any) -> float | None:
+    try:
+        value = float(x)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(value) else value
+
+
+def _hours(seconds: float | None, per_hour: float) -> str:
+    if seconds is None or not per_hour:
+        return "0" if seconds is not None else "-"
+    return f"{seconds / 3600 * per_hour:.3f}"
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    from gppo.sweep.progress_log import fmt_duration
+
+    return fmt_duration(seconds)
+
+
+def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """One row per cell run (``Collected.runs``) and the totals (wall time, CPU/GPU-hours)."""
+    if page.runs is None or not len(page.runs):
+        return [], {}
+    resources = {c.id: c.resources for c in page.cells}
+    avg: dict[tuple[str, str, int], str] = {}
+    if page.tidy is not None and len(page.tidy):
+        scored = page.tidy.dropna(subset=["score"])
+        for key, scores in scored.groupby(["domain", "cell", "seed"])["score"]:
+            mean = sum(pct(s) for s in scores) / len(scores)  # as Table 1 averages
+            avg[(str(key[0]), str(key[1]), int(key[2]))] = str(quantize(mean, 1))
+    rows, wall, cpu_h, gpu_h = [], 0.0, 0.0, 0.0
+    for r in page.runs.sort_values(["domain", "cell_id"]).itertuples(index=False):
+        res = resources.get(r.cell_id)
+        cpus = float(res.num_cpus) if res is not None else 0.0
+        gpus = float(res.num_gpus) if res is not None else 0.0
+        secs = _num(r.wall_time_s)
+        if secs is not None:
+            wall, cpu_h, gpu_h = wall + secs, cpu_h + secs / 3600 * cpus, gpu_h + secs / 3600 * gpus
+        score = avg.get((str(r.domain), str(r.cell), int(r.seed)))
+        rows.append(
+            {
+                "cell_id": r.cell_id,
+                "domain": r.domain,
+                "label": r.cell,
+                "seed": r.seed,
+                "status": r.status,
+                "attempt": r.attempt,
+                "steps": "-" if _num(r.steps) is None else f"{int(_num(r.steps))}",
+                "avg": "-" if score is None else score,
+                "wall": _duration(secs),
+                "cpu_h": _hours(secs, cpus) if res is not None else "-",
+                "gpu_h": _hours(secs, gpus) if res is not None else "-",
+                "run_id": r.run_id,
+                "link": run_link(page.tracking_uri, page.experiment_id, r.run_id),
+            }
+        )
+    totals = {
+        "wall": _duration(wall),
+        "cpu_h": f"{cpu_h:.3f}",
+        "gpu_h": f"{gpu_h:.3f}",
+    }
+    return rows, totals
+
+
+def _seeds(page: PageInput) -> str:
+    seeds = sorted({int(c.seed) for c in page.cells})
+    if not seeds and page.runs is not None and len(page.runs):
+        seeds = sorted({int(s) for s in page.runs["seed"]})
+    return ", ".join(map(str, seeds)) or "-"
+
+
+def _summary(rows: list[dict[str, Any]], totals: dict[str, str], seeds: str) -> str:
+    """``17 cells (17 finished) · seeds 0 · wall time 21m36s · 0.360 CPU-h · 0 GPU-h``."""
+    if not rows:
+        return f"seeds {seeds}"
+    states: dict[str, int] = {}
+    for r in rows:
+        states[r["status"]] = states.get(r["status"], 0) + 1
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
+    return (
+        f"{len(rows)} cells ({counts}) · seeds {seeds} · wall time {totals['wall']} (sum over"
+        f" cells) · {totals['cpu_h']} CPU-h · {totals['gpu_h']} GPU-h"
+    )
+
+
+def _env() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("gppo.analysis", "templates"),
+        autoescape=jinja2.select_autoescape(["html", "j2"]),
+        undefined=jinja2.StrictUndefined,
+    )
+
+
+def render_page(page: PageInput, now: dt.datetime | None = None) -> str:
+    """The whole page as one HTML string."""
+    import yaml
+
+    now = now or dt.datetime.now(dt.timezone.utc)
+    style, table_html = table_fragment(page.table)
+    main, more = figure_items(page.figures)
+    rows, totals = cell_rows(page)
+    spec_text = (
+        yaml.safe_dump(dict(page.spec), sort_keys=False, allow_unicode=True) if page.spec else ""
+    )
+    about = {
+        "sweep": page.sweep_id,
+        "generated": now.strftime("%Y-%m-%d %H:%M UTC"),
+        "seeds": _seeds(page),
+        "k (avg@k)": str(page.k) if page.k else "-",
+        "reference": page.table.reference,
+        "git commit": git_commit(),
+        "tracking URI": page.tracking_uri or "-",
+        "MLflow parent run": page.parent_run_id or "-",
+        **page.extra,
+    }
+    return (
+        _env()
+        .get_template("report.html.j2")
+        .render(
+            title=f"GPPO sweep {page.sweep_id}",
+            table_style=Markup(style),
+            table_html=Markup(table_html),
+            figures=main,
+            more_figures=more,
+            rows=rows,
+            totals=totals,
+            k=page.k,
+            about=about,
+            versions=package_versions(),
+            spec_text=spec_text,
+            warnings=list(page.warnings),
+            summary=_summary(rows, totals, about["seeds"]),
+        )
+    )
+
+
+def write_page(page: PageInput, out_dir: str | Path) -> Path:
+    """Write ``report.html`` into ``out_dir``; returns its path."""
+    path = Path(out_dir) / PAGE_NAME
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_page(page), encoding="utf-8")
+    return path
+
+
+def spec_as_run(spec: Any) -> dict[str, Any]:
+    """A loaded grid spec as YAML-ready data, as it ran: every default filled in and the
+    backend's section (``local:``, ``verl:``) with its resolved settings."""
+    data = spec.model_dump(mode="json")
+    settings = data.pop("settings", {})
+    try:
+        from gppo.backends.base import get_backend
+
+        settings = get_backend(spec.backend).validate_settings(settings)
+        settings = settings.model_dump(mode="json")
+    except Exception:  # an unknown backend: its raw section
+        pass
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out[key] = value
+        if key == "backend":
+            out[str(value)] = settings
+    return out

@@ -1,0 +1,118 @@
+"""``gppo-sweep launch > file``: timestamped event lines, no live-table fragments, a summary line
+and a final table that fits 100 columns (a real CLI process on real Ray and MLflow)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from gppo.grid import load_plan
+from gppo.sweep.launch import DONE, FAILED, RUNNING, WAITING, CellState, LaunchResult
+from gppo.sweep.progress_log import LaunchLog, eta_s, fmt_duration
+
+from .conftest import env_without_ray, launcher_cmd, write_spec
+
+STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ  "
+
+
+def test_launch_to_a_file_logs_one_line_per_event(tmp_path, ray_cluster):
+    spec = write_spec(
+        tmp_path,
+        ray_cluster.address,
+        name="logged",
+        overrides={"kl-mc": {"probe": {"fail_times": 1}}},
+        retries={"max": 2, "backoff_s": 0.2},
+    )
+    log = tmp_path / "log.txt"
+    with open(log, "w") as fh:
+        proc = subprocess.run(
+            [*launcher_cmd(), "launch", str(spec)],
+            stdout=fh, stderr=subprocess.PIPE, text=True, env=env_without_ray(), timeout=300,
+            cwd=tmp_path,
+        )  # fmt: skip
+    text = log.read_text()
+    assert proc.returncode == 0, proc.stderr + text
+    lines = text.splitlines()
+    assert "\x1b" not in text  # no terminal control sequences
+    assert "running for" not in text and "train score" not in text  # no live-table fragments
+    events = [ln for ln in lines if re.match(STAMP, ln)]
+    kinds = [ln.split()[2] for ln in events]
+    assert kinds[0] == "sweep" and events[-1].split()[2] == "sweep"  # header and summary
+    for cell in ("tv-mc-s0", "kl-mc-s0"):
+        assert any(re.match(STAMP + rf"submitted +{cell}  attempt 1", ln) for ln in events)
+        assert any(
+            re.match(STAMP + rf"finished +{cell}  avg@8 50\.0% in \d+s", ln) for ln in events
+        )
+    assert any(re.match(STAMP + r"retrying +kl-mc-s0  retry 1/2: ", ln) for ln in events)
+    assert any(re.match(STAMP + r"submitted +kl-mc-s0  attempt 2", ln) for ln in events)
+    assert re.search(r"progress +1/2 done, .* about \d+s left", text)
+    assert re.match(STAMP + r"sweep logged-\w+: 2/2 done, 0 failed in \d+", events[-1])
+    # Table 1 came after the events, within 100 columns, row labels on one line each
+    table = lines[lines.index(events[-1]) + 1 :]
+    assert any("TV" in ln and "MC (GRPO)" in ln for ln in table), text
+    assert max(len(ln) for ln in table) <= 100
+
+
+def test_log_lines_for_failures_and_time_left(tmp_path):
+    """The observer alone, fed LaunchResults as the launcher's loop would."""
+    plan = load_plan(write_spec(tmp_path, None, name="unit", grid={"divergences": ["tv", "kl"]}))
+    clock = [1000.0]
+    lines: list[str] = []
+    info = {"r1": ({}, {"gppo.failure": "job FAILED\nTraceback\nValueError: boom"})}
+    log = LaunchLog(lines.append, slots=1, run_info=lambda rid: info[rid], now=lambda: clock[0])
+
+    from gppo.sweep.dispatcher import Attempt
+
+    res = LaunchResult("unit-1")
+    res.cells = {c.id: CellState(c) for c in plan.cells}
+    tv, kl = res.cells["tv-mc-s0"], res.cells["kl-mc-s0"]
+    tv.state, tv.current = RUNNING, Attempt(tv.cell, 1, "r0", "sid0", submitted_at=1000.0)
+    log(res)
+    clock[0] = 1100.0
+    tv.state, tv.current = DONE, None
+    kl.state, kl.attempt = RUNNING, 1
+    kl.current = Attempt(kl.cell, 1, "r1", "sid1", submitted_at=1100.0)
+    log(res)
+    assert lines[-1].endswith(
+        "progress    1/2 done, 1 running, 0 pending, 0 failed; about 1m40s left"
+    )
+    clock[0] = 1130.0
+    kl.state, kl.current, kl.note = WAITING, None, "retry 1/1"
+    log(res)
+    assert lines[-1].endswith("retrying    kl-mc-s0  retry 1/1: job FAILED: ValueError: boom")
+    kl.state, kl.note = FAILED, "failed after 2 attempt(s)"
+    log(res)
+    assert lines[-1].endswith(
+        "failed      kl-mc-s0  failed after 2 attempt(s): job FAILED: ValueError: boom"
+    )
+    assert all(re.match(STAMP, ln) for ln in lines)
+    assert "1/2 done, 1 failed in 2m10s" in log.summary(res)
+
+
+def test_time_left_estimate():
+    assert eta_s([], 3, [10.0], 2) is None  # nothing finished yet: no estimate
+    # 2 pending of 60 s each + a running cell 20 s into its 60 s, over 2 slots
+    assert eta_s([50.0, 70.0], 2, [20.0], 2) == (2 * 60 + 40) / 2
+    assert fmt_duration(42) == "42s" and fmt_duration(185) == "3m05s"
+    assert fmt_duration(3720) == "1h02m"
+
+
+def test_final_table_never_wraps_a_row_label_at_80_or_100_columns():
+    import io
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from gppo.analysis.table import build_table1
+    from gppo.analysis.tidy import read_scores_csv
+    from gppo.sweep.progress import print_table1
+
+    paper = Path(__file__).parents[1] / "analysis" / "data" / "paper_table1.csv"
+    table = build_table1(read_scores_csv(paper), reference="tv/mc")
+    for width in (80, 100):
+        buf = io.StringIO()
+        print_table1(Console(file=buf, width=width), table)
+        lines = buf.getvalue().splitlines()
+        assert max(len(ln) for ln in lines) <= width
+        assert any("Binary (DPPO)" in ln for ln in lines)  # on one line, never "Binary" + "(DPPO)"
+        assert not any(ln.strip(" │┃").startswith("(DPPO)") for ln in lines)
