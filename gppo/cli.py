@@ -152,11 +152,10 @@ def launch(
     from gppo.sweep.launch import LaunchBusy, Launcher
     from gppo.sweep.progress import LaunchOutput
     from gppo.sweep.progress_log import run_info_from
-    from gppo.sweep.tracking import Tracking
 
     console = _console()
     slots = max_concurrent or p.spec.ray.max_concurrent
-    out = LaunchOutput(console, slots=slots, run_info=run_info_from(Tracking(p.spec.tracking.uri)))
+    out = LaunchOutput(console, slots=slots, run_info=run_info_from(p.spec.tracking.uri))
     launcher = Launcher(
         p, address=address, max_concurrent=max_concurrent, detach=detach, on_update=out.update
     )

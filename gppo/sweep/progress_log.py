@@ -229,11 +229,20 @@ def launch_eta(result: Any, durations: list[float], slots: int, now: float) -> f
     return eta_s(durations, c["pending"], running, slots)
 
 
-def run_info_from(tracking: Any) -> Callable[[str], tuple[dict[str, float], dict[str, str]]]:
-    """A ``run_info`` for :class:`LaunchLog` reading runs through a :class:`Tracking`."""
+def run_info_from(uri: str | None) -> Callable[[str], tuple[dict[str, float], dict[str, str]]]:
+    """A ``run_info`` for :class:`LaunchLog` reading runs from the store at ``uri``.
+
+    The store is opened on the first read (a finished cell), never before: a launch refused
+    before dispatch (busy, guard) must not create or touch the store.
+    """
+    from gppo.sweep.tracking import Tracking
+
+    opened: list[Tracking] = []
 
     def info(run_id: str) -> tuple[dict[str, float], dict[str, str]]:
-        run = tracking.get_run(run_id)
+        if not opened:
+            opened.append(Tracking(uri))
+        run = opened[0].get_run(run_id)
         return dict(run.data.metrics), dict(run.data.tags)
 
     return info

@@ -132,7 +132,7 @@ def test_per_cell_cli_named_metric_default_trial_and_failures(tmp_path: Path, ra
     out = tmp_path / "out"
     result = CliRunner().invoke(_app(), [str(path), "--out", str(out)])  # run, then the reports
     assert result.exit_code == 0, result.output
-    assert "trial 0 failed" in result.output and "best so far: " in result.output
+    assert "trial 0 failed" in result.output and "1 failed, best " in result.output
     assert "per-cell tuning" in result.output
     for cell in ("tv-mc", "tv-atomic"):
         assert (out / f"tp.{cell}" / "best.yaml").exists()
