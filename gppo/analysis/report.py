@@ -106,8 +106,10 @@ def write_figures(
     curves: pd.DataFrame | None = None,
     deltas: dict[str, float] | None = None,
     r_min: float = 0.8,
+    reference: str = "tv/mc",
 ) -> tuple[list[Path], list[str]]:
-    """Figure 1 for the grid cells present; Figure 2 (dynamics, clip per μ) when curves exist.
+    """Figure 1 for the grid cells present; Figure 2 (dynamics, clip per μ) when curves exist;
+    the aggregate view (gppo/analysis/aggregate.py: Mean/IQM intervals, P(cell > reference)).
 
     A figure that cannot be drawn is reported in the returned warnings, never fatal.
     """
@@ -125,6 +127,9 @@ def write_figures(
     if curves is not None and len(curves):
         paths += F.save(F.figure2_dynamics(curves), out_dir / "figure2_dynamics")
         paths += F.save(F.figure2_clip_by_mu(curves), out_dir / "figure2_clip_by_mu")
+    from gppo.analysis.aggregate import write_aggregate
+
+    paths += write_aggregate(tidy, out_dir, reference)
     return paths, warnings
 
 
@@ -165,7 +170,9 @@ def write_report(
 
         live = got.runs[got.runs["status"].isin(["finished", "running"])] if len(got.runs) else None
         curves = collect_curves(got.client, live) if live is not None and len(live) else None
-        paths, warnings = write_figures(got.tidy, out, curves=curves, deltas=_deltas(expected))
+        paths, warnings = write_figures(
+            got.tidy, out, curves=curves, deltas=_deltas(expected), reference=reference
+        )
         files += paths
     report = Report(table, got.tidy, files, got.parent_run_id, warnings=warnings)
     if attach and got.parent_run_id and got.client is not None:
@@ -215,6 +222,6 @@ def write_report_from_csv(
     files = write_tables(table, out, fmts)
     warnings: list[str] = []
     if figures:
-        paths_, warnings = write_figures(tidy, out)
+        paths_, warnings = write_figures(tidy, out, reference=reference)
         files += paths_
     return Report(table, tidy, files, warnings=warnings)
