@@ -69,12 +69,16 @@ def analyse(workdir: Path, wall: float, max_concurrent: int) -> dict[str, object
         rec.update({p: m.get(f"perf/{p}", 0.0) for p in PHASES})
         rec["train_other_s"] = m.get("perf/train_s", 0.0) - rec["sample_s"] - rec["update_s"]
         rec["overhead_s"] = job - rec["total_s"]
+        rec["startup_s"] = m.get("perf/startup_s")  # process start -> work: imports, MLflow
+        if rec["startup_s"] is not None:
+            rec["ray_and_polling_s"] = rec["overhead_s"] - rec["startup_s"]
         cells.append(rec)
     if not cells:
         raise SystemExit(f"{workdir}: no finished cell run with perf metrics")
 
-    def mean(key: str) -> float:
-        return statistics.fmean(c[key] for c in cells if c[key] is not None)
+    def mean(key: str) -> float | None:
+        values = [c[key] for c in cells if c.get(key) is not None]
+        return statistics.fmean(values) if values else None
 
     built = [c for c in cells if c["base_model_s"] > 5]
     return {
@@ -85,6 +89,8 @@ def analyse(workdir: Path, wall: float, max_concurrent: int) -> dict[str, object
         "per_cell_job_wall_s": mean("job_wall_s"),
         "per_cell_in_process_s": mean("total_s"),
         "per_cell_overhead_s": mean("overhead_s"),
+        "per_cell_startup_s": mean("startup_s"),
+        "per_cell_ray_and_polling_s": mean("ray_and_polling_s"),
         "per_cell_cpu_s": mean("cpu_s"),
         "per_cell_phases_s": {p: mean(p) for p in (*PHASES, "train_other_s")},
         "base_model_built_s": max((c["base_model_s"] for c in built), default=0.0),
@@ -136,6 +142,9 @@ def main() -> None:
     print(
         f"          overhead         {res['per_cell_overhead_s']:8.1f} s  (Ray job + process start)"
     )
+    if res["per_cell_startup_s"] is not None:
+        print(f"            of which startup {res['per_cell_startup_s']:6.1f} s  (imports, MLflow)")
+        print(f"            Ray + polling  {res['per_cell_ray_and_polling_s']:6.1f} s")
     print(f"          CPU (process)    {res['per_cell_cpu_s']:8.1f} s")
     print("          phases           " + ", ".join(f"{k} {v:.1f}" for k, v in ph.items()))
     print(f"base model build           {res['base_model_built_s']:8.1f} s")
