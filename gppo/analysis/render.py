@@ -16,7 +16,7 @@ import jinja2
 import pandas as pd
 from tabulate import tabulate
 
-from gppo.analysis.stats import CORRECTIONS, N_RESAMPLES
+from gppo.analysis.stats import CORRECTIONS, N_RESAMPLES, TESTS
 from gppo.analysis.table import (
     AVG,
     BASE_MODEL,
@@ -166,9 +166,15 @@ def notes(table: Table1, fmt: str = "md") -> list[str]:
             f" P(> {ref}): probability of improvement, the Mann-Whitney U over all seed pairs"
             " / (n·m), ties counting ½, averaged over benchmarks (Agarwal et al., 2021).",
             f"{SIG_MARK}: the row's per-seed Avg. differs from {ref}'s at α = {table.alpha:g}"
-            f" (two-sided Welch t-test, {CORRECTIONS[table.correction]} correction over"
-            f" {_compared(table)}); rows with fewer than 2 seeds are not tested. The test, not"
-            " the CI of Δ, decides the mark: with few seeds bootstrap intervals are too narrow.",
+            f" ({TESTS[table.test]}, {CORRECTIONS[table.correction]} correction over"
+            f" {_compared(table)}); rows with fewer than 2 seeds are not tested."
+            + (
+                " Pooling assumes equal seed variances across cells."
+                if table.test == "pooled"
+                else ""
+            )
+            + " The test, not the CI of Δ, decides the mark: with few seeds bootstrap intervals"
+            " are too narrow.",
         ]
     rule = _highlight_note(table, fmt)
     if rule:

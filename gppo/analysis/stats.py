@@ -13,8 +13,13 @@ benchmark over the cell's seeds (shape ``(n_seeds_b,)``; percent or fractions, a
 - :func:`probability_of_improvement`: ``P(X > Y) = (1/B) Σ_b U_b / (n_b m_b)`` with ``U_b`` the
   Mann-Whitney U statistic of benchmark ``b`` (pairs with ``x > y`` count 1, ties 1/2), rliable's
   definition;
-- :func:`welch_pvalue`: two-sided Welch t-test of the per-seed averages (a run is the unit, so
-  scores correlated across benchmarks within a run keep the test valid);
+- :func:`pooled_pvalues` (default test): two-sided t-tests of each row's per-seed averages
+  against the reference's with the pooled within-cell variance of the table (one-way ANOVA
+  mean square error, ``df = Σ_g (n_g - 1)``), the many-to-one setting of Dunnett's test; a run
+  is the unit, so scores correlated across benchmarks within a run keep the test valid. With 3
+  seeds a per-pair test has 4 degrees of freedom or fewer and almost no power after a correction;
+  pooling assumes the cells' seed variances are equal (benchmarks/sensitivity.py reports them);
+- :func:`welch_pvalue`: the two-sided Welch t-test of one pair (no equal-variance assumption);
 - :func:`adjust`: Benjamini-Hochberg (``scipy.stats.false_discovery_control``) or Holm;
 - :func:`separated_ranks`: which top-3 entries the data separate from the rest.
 
@@ -36,6 +41,10 @@ ALPHA = 0.05
 N_RESAMPLES = 4000
 SEED = 0
 CORRECTIONS = {"bh": "Benjamini-Hochberg", "holm": "Holm"}
+TESTS = {
+    "pooled": "two-sided t-test with the pooled within-cell variance of the table's rows",
+    "welch": "two-sided Welch t-test",
+}
 Interval = tuple[float, float]
 
 _RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
@@ -142,6 +151,39 @@ def welch_pvalue(x: Sequence[float], y: Sequence[float]) -> float | None:
         warnings.simplefilter("ignore", RuntimeWarning)  # near-constant samples
         p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
     return p if math.isfinite(p) else 1.0
+
+
+def pooled_pvalues(
+    samples: Sequence[Sequence[float]],
+    reference: Sequence[float],
+    pool: Sequence[Sequence[float]],
+) -> list[float | None]:
+    """p-values of mean(x) = mean(reference) for each x in ``samples``, pooled variance.
+
+    ``pool``: the groups (per-seed averages of every distinct row, the reference included) whose
+    within-group variance is pooled: ``s² = Σ_g Σ_i (x_gi - x̄_g)² / Σ_g (n_g - 1)``; then
+    ``t = (x̄ - ȳ) / (s sqrt(1/n + 1/m))`` on ``Σ_g (n_g - 1)`` degrees of freedom. None for a
+    sample (or reference) with fewer than 2 values, or when nothing can be pooled.
+    """
+    groups = [np.asarray(g, dtype=float) for g in pool if len(g) >= 2]
+    df = sum(g.size - 1 for g in groups)
+    ref = np.asarray(reference, dtype=float)
+    if df == 0 or ref.size < 2:
+        return [None] * len(samples)
+    s2 = sum(float(np.sum((g - g.mean()) ** 2)) for g in groups) / df
+    out: list[float | None] = []
+    for sample in samples:
+        x = np.asarray(sample, dtype=float)
+        if x.size < 2:
+            out.append(None)
+            continue
+        diff = float(x.mean() - ref.mean())
+        se = math.sqrt(s2 * (1 / x.size + 1 / ref.size))
+        if se == 0:
+            out.append(1.0 if diff == 0 else 0.0)
+            continue
+        out.append(float(2 * stats.t.sf(abs(diff) / se, df)))
+    return out
 
 
 def adjust(pvalues: Sequence[float], method: str = "bh") -> np.ndarray:

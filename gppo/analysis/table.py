@@ -132,6 +132,7 @@ class Table1:
     alpha: float = S.ALPHA
     correction: str = "bh"
     confidence: float = S.CONFIDENCE
+    test: str = "pooled"
 
     def mark(self, reason: str | None) -> str:
         return next((f.mark for f in self.footnotes if f.reason == reason), "")
@@ -301,9 +302,15 @@ def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) ->
             _dec(hi, table.precision),
             n=len(row.seed_avgs),
         )
-        row.p_value = S.welch_pvalue(row.seed_avgs, ref.seed_avgs)
-        if row.p_value is not None:
-            tested.append(row)
+        tested.append(row)
+    if table.test == "welch":
+        pvalues = [S.welch_pvalue(r.seed_avgs, ref.seed_avgs) for r in tested]
+    else:  # pooled over the distinct trained rows (not the base model, not exact duplicates)
+        pool = list({tuple(r.seed_avgs): r.seed_avgs for r in rows if r.kind != "base"}.values())
+        pvalues = S.pooled_pvalues([r.seed_avgs for r in tested], ref.seed_avgs, pool)
+    for row, p in zip(tested, pvalues, strict=True):
+        row.p_value = p
+    tested = [r for r in tested if r.p_value is not None]
     adjusted = S.adjust([r.p_value for r in tested], table.correction)  # type: ignore[misc]
     for row, p in zip(tested, adjusted, strict=True):
         row.p_adjusted = float(p)
@@ -321,17 +328,23 @@ def build_table1(
     highlight: str = "separated",
     alpha: float = S.ALPHA,
     correction: str = "bh",
+    test: str = "pooled",
 ) -> Table1:
     """Build Table 1 from the tidy frame (gppo/analysis/tidy.py), one block per domain.
 
     ``benchmarks`` optionally fixes each domain's column order (default: order of appearance).
-    ``highlight``: ``separated`` | ``ranks`` | ``none``; ``correction``: ``bh`` | ``holm``.
+    ``highlight``: ``separated`` | ``ranks`` | ``none``; ``correction``: ``bh`` | ``holm``;
+    ``test``: ``pooled`` (pooled within-cell variance) | ``welch``.
     """
+    if test not in S.TESTS:
+        raise ValueError(f"unknown test {test!r}; allowed: {', '.join(S.TESTS)}")
     if highlight not in HIGHLIGHTS:
         raise ValueError(f"unknown highlight {highlight!r}; allowed: {', '.join(HIGHLIGHTS)}")
     if correction not in S.CORRECTIONS:
         raise ValueError(f"unknown correction {correction!r}; allowed: {', '.join(S.CORRECTIONS)}")
-    table = Table1([], [], False, precision, reference, k, highlight, alpha, correction, confidence)
+    table = Table1(
+        [], [], False, precision, reference, k, highlight, alpha, correction, confidence, test
+    )
     for domain, (cells, seen) in _gather(tidy).items():
         cols = list(benchmarks[domain]) if benchmarks and domain in benchmarks else []
         cols += [b for b in seen if b not in cols]

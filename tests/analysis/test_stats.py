@@ -103,23 +103,29 @@ def test_welch_edge_cases():
         S.adjust([0.1], "bonferroni")
 
 
-def _null_family(rng: np.random.Generator, cells: int, seeds: int, bench: int) -> list[float]:
-    """p-values of `cells` null cells against a reference, scores like the testbed's.
+def _family(rng: np.random.Generator, effects: list[float], seeds: int, bench: int = 4):
+    """(reference, rows) of per-seed averages, scores like the testbed's.
 
     Per run: a run effect shared by its benchmarks (sd 1.5 points) plus per-benchmark noise
-    (sd 2 points) around benchmark levels 20-50: the per-seed averages are what is tested.
+    (sd 2 points) around benchmark levels 20-50, plus the row's effect (points).
     """
     level = rng.uniform(20, 50, bench)
 
-    def avgs() -> np.ndarray:
+    def avgs(effect: float) -> np.ndarray:
         run = rng.normal(0, 1.5, (seeds, 1))
-        return (level + run + rng.normal(0, 2.0, (seeds, bench))).mean(axis=1)
+        return (level + effect + run + rng.normal(0, 2.0, (seeds, bench))).mean(axis=1)
 
-    ref = avgs()
-    return [S.welch_pvalue(avgs(), ref) for _ in range(cells)]
+    return avgs(0.0), [avgs(e) for e in effects]
 
 
-def test_null_calibration_false_marks_within_the_stated_level():
+def _pvalues(test: str, ref: np.ndarray, rows: list[np.ndarray]) -> list[float]:
+    if test == "welch":
+        return [S.welch_pvalue(x, ref) for x in rows]
+    return S.pooled_pvalues(rows, ref, [ref, *rows])
+
+
+@pytest.mark.parametrize("test", ["pooled", "welch"])
+def test_null_calibration_false_marks_within_the_stated_level(test):
     """16 null cells, 3 seeds, 4 benchmarks, 250 tables: marks at no more than alpha."""
     rng = np.random.default_rng(20211206)
     reps, cells = 250, 16
@@ -127,7 +133,7 @@ def test_null_calibration_false_marks_within_the_stated_level():
     marked = dict.fromkeys(S.CORRECTIONS, 0)
     tables_with_a_mark = dict.fromkeys(S.CORRECTIONS, 0)
     for _ in range(reps):
-        p = _null_family(rng, cells, 3, 4)
+        p = _pvalues(test, *_family(rng, [0.0] * cells, 3))
         raw += sum(v <= S.ALPHA for v in p)
         for method in S.CORRECTIONS:
             adj = S.adjust(p, method)
@@ -142,18 +148,26 @@ def test_null_calibration_false_marks_within_the_stated_level():
         assert tables_with_a_mark[method] / reps <= S.ALPHA + 3 * (0.05 * 0.95 / reps) ** 0.5
 
 
-@pytest.mark.parametrize(("seeds", "at_least"), [(3, 30), (5, 48)])
-def test_power_a_large_effect_is_marked(seeds, at_least):
-    """+8 points (per-benchmark noise sd 2) among 15 null cells, BH: marked in most tables."""
+@pytest.mark.parametrize(
+    ("test", "seeds", "at_least"), [("pooled", 3, 0.55), ("pooled", 5, 0.9), ("welch", 5, 0.6)]
+)
+def test_power_true_effects_are_marked(test, seeds, at_least):
+    """3 rows at +5 points (per-seed-average sd ~1.8) among 13 null rows, BH, 60 tables."""
     rng = np.random.default_rng(7)
-    hits = 0
-    for _ in range(50):
-        level = rng.uniform(20, 50, 4)
+    hits = false = 0
+    effects = [5.0] * 3 + [0.0] * 13
+    for _ in range(60):
+        marks = S.adjust(_pvalues(test, *_family(rng, effects, seeds)), "bh") <= S.ALPHA
+        hits += int(marks[:3].sum())
+        false += int(marks[3:].sum())
+    assert hits / (60 * 3) >= at_least
+    assert false / (60 * 13) <= S.ALPHA
 
-        def avgs(shift: float) -> np.ndarray:
-            return (level + shift + rng.normal(0, 2.0, (seeds, 4))).mean(axis=1)  # noqa: B023
 
-        ref = avgs(0)
-        p = [S.welch_pvalue(avgs(8), ref), *(S.welch_pvalue(avgs(0), ref) for _ in range(15))]
-        hits += bool(S.adjust(p, "bh")[0] <= S.ALPHA)
-    assert hits >= at_least
+def test_pooled_pvalues_equal_the_two_sample_t_test_for_two_groups():
+    x, y = [1.0, 2.0, 4.0], [2.0, 3.5, 5.0, 6.0]
+    (p,) = S.pooled_pvalues([x], y, [x, y])
+    from scipy import stats
+
+    assert p == pytest.approx(stats.ttest_ind(x, y).pvalue)
+    assert S.pooled_pvalues([[1.0]], y, [y]) == [None]
