@@ -31,6 +31,7 @@ import pandas as pd
 from scipy import stats
 
 from gppo.analysis.stats import stratified_mean_ci
+from gppo.analysis.table import DIV_ORDER
 
 
 def run_avgs(tidy: pd.DataFrame, domain: str) -> pd.DataFrame:
@@ -44,7 +45,8 @@ def drop_duplicates(avgs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, str]]:
     """Leave out cells whose every run equals another (earlier) cell's run for the same seed."""
     same: dict[str, str] = {}
     keep: list[str] = []
-    for cell in avgs.index:
+    order = {d: i for i, d in enumerate(DIV_ORDER)}  # tv first: keep the reference's name
+    for cell in sorted(avgs.index, key=lambda c: (order.get(c.split("/")[0], 99), c)):
         twin = next(
             (k for k in keep if np.allclose(avgs.loc[k], avgs.loc[cell], equal_nan=True)), None
         )
@@ -173,6 +175,8 @@ def main() -> None:
     ap.add_argument("--json", help="write the figures as JSON here")
     args = ap.parse_args()
     tidy = _tidy(args)
+    if not (tidy.status == "finished").any():
+        raise SystemExit("no finished runs to analyse (check --spec / --tracking-uri)")
     report: dict[str, object] = {"load1_at_analysis": os.getloadavg()[0]}
     for domain in dict.fromkeys(tidy.domain):
         avgs, twins = drop_duplicates(run_avgs(tidy, domain))
