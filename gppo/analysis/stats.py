@@ -38,7 +38,7 @@ from scipy import stats
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
-N_RESAMPLES = 4000
+N_RESAMPLES = 2000
 SEED = 0
 CORRECTIONS = {"bh": "Benjamini-Hochberg", "holm": "Holm"}
 TESTS = {

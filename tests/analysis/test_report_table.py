@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from gppo.analysis import stats as S
 from gppo.analysis.render import to_csv, to_html, to_latex, to_markdown
 from gppo.analysis.table import build_table1, pct, quantize
 from gppo.analysis.tidy import normalise, read_scores_csv
@@ -175,7 +176,7 @@ def test_several_seeds_mean_bootstrap_ci_and_seed_counts():
     e = row["kl/atomic"].entries["X"]
     assert (str(e.mean), e.n) == ("45.0", 3)
     ci = stats.bootstrap(
-        ([40.0, 45.0, 50.0],), np.mean, method="percentile", n_resamples=4000, rng=0
+        ([40.0, 45.0, 50.0],), np.mean, method="percentile", n_resamples=S.N_RESAMPLES, rng=0
     ).confidence_interval
     assert (e.lo, e.hi) == (
         quantize(Decimal(repr(float(ci.low))), 1),
