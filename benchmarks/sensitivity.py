@@ -77,6 +77,8 @@ def variance_and_anova(avgs: pd.DataFrame, n_resamples: int) -> dict[str, float]
         rng=np.random.default_rng(0),
     )
     kruskal = stats.kruskal(*groups)
+    levene = stats.levene(*groups, center="median")  # equal seed variances (Table 1's pooled test)
+    sds = [g.std(ddof=1) for g in groups]
     n_seeds = int(np.median([g.size for g in groups]))
     df = sum(g.size for g in groups) - len(groups)
     # smallest difference of two cells' means a Welch/t-test at alpha=0.05 (two-sided) detects
@@ -100,6 +102,8 @@ def variance_and_anova(avgs: pd.DataFrame, n_resamples: int) -> dict[str, float]
         "permutation_F_p": float(perm.pvalue),
         "kruskal_H": float(kruskal.statistic),
         "kruskal_p": float(kruskal.pvalue),
+        "levene_equal_var_p": float(levene.pvalue),
+        "cell_seed_sd_min_max": [float(min(sds)), float(max(sds))],
         "min_detectable_diff_80pct_power": float(mdd),
     }
 
@@ -202,6 +206,11 @@ def main() -> None:
             f"   one-way ANOVA F = {v['anova_F']:.2f}, p = {v['anova_p']:.3g}; permutation p ="
             f" {v['permutation_F_p']:.3g} ({args.permutations} permutations); Kruskal-Wallis"
             f" p = {v['kruskal_p']:.3g}"
+        )
+        print(
+            f"   equal seed variances (Brown-Forsythe/Levene): p = {v['levene_equal_var_p']:.3g};"
+            f" per-cell seed sd {v['cell_seed_sd_min_max'][0]:.2f} to"
+            f" {v['cell_seed_sd_min_max'][1]:.2f} pts"
         )
         print(
             f"   smallest difference detectable (80% power, α = 0.05, {v['seeds_per_cell']} seeds):"
