@@ -26,12 +26,26 @@ import pandas as pd
 from scipy import stats
 
 from gppo.analysis.stats import CONFIDENCE, SEED
+from gppo.analysis.table import BASELINE_ORDER, DIV_ORDER, EST_ORDER
 
 METRICS = ("mean", "iqm", "prob_improvement")
 N_RESAMPLES = 2000
 STEM_INTERVALS = "aggregate_intervals"
 STEM_IMPROVEMENT = "aggregate_improvement"
 _RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+
+
+def table_order(cell: str) -> tuple:
+    """Sort key: Table 1's row order (grid cells by divergence, estimator; baselines; base)."""
+    if "/" in cell:
+        div, est = cell.split("/", 1)
+        d = DIV_ORDER.index(div) if div in DIV_ORDER else len(DIV_ORDER)
+        e = EST_ORDER.index(est) if est in EST_ORDER else len(EST_ORDER)
+        return (0, d, div, e, est)
+    if cell == "base":
+        return (2, 0, "", 0, "")
+    b = BASELINE_ORDER.index(cell) if cell in BASELINE_ORDER else len(BASELINE_ORDER)
+    return (1, b, cell, 0, "")
 
 
 def _cat(*xs: np.ndarray) -> np.ndarray:
@@ -92,7 +106,7 @@ def aggregate_frame(tidy: pd.DataFrame, reference: str = "tv/mc") -> pd.DataFram
     """Long frame: domain, cell, metric (mean | iqm | prob_improvement), estimate, lo, hi, n_runs."""
     out = []
     for domain in dict.fromkeys(tidy["domain"]):
-        cells = [c for c in dict.fromkeys(tidy.loc[tidy["domain"] == domain, "cell"])]
+        cells = sorted(dict.fromkeys(tidy.loc[tidy["domain"] == domain, "cell"]), key=table_order)
         ref = run_matrix(tidy, domain, reference) if reference in cells else None
         for cell in cells:
             m = run_matrix(tidy, domain, cell)
