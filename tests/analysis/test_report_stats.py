@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pytest
 import typer
 from typer.testing import CliRunner
 
@@ -69,3 +70,23 @@ def test_the_marks_of_one_rendering_agree_across_formats(tmp_path):
     assert (out / "table1.md").read_text().count("†") == marked + 1  # + the footnote's mark
     assert (out / "table1.tex").read_text().count(r"$^\dagger$") == marked + 1
     assert (out / "table1.html").read_text().count("†") == marked + 1
+
+
+def test_options_welch_holm_and_bad_values(tmp_path):
+    from gppo.analysis.table import build_table1
+    from gppo.analysis.tidy import read_scores_csv
+
+    _synthetic(tmp_path / "s.csv", 5, np.random.default_rng(11))
+    tidy = read_scores_csv(tmp_path / "s.csv")
+    pooled = {r.cell: r for r in build_table1(tidy).blocks[0].rows}
+    welch = {r.cell: r for r in build_table1(tidy, test="welch", correction="holm").blocks[0].rows}
+    for cell, effect in EFFECTS.items():
+        if cell == "tv/mc":
+            continue
+        assert welch[cell].p_value != pooled[cell].p_value
+        assert pooled[cell].significant == bool(effect)  # 5 seeds: both find the +-8..10 points
+        assert welch[cell].significant == bool(effect)
+    with pytest.raises(ValueError, match="unknown test 'z'; allowed: pooled, welch"):
+        build_table1(tidy, test="z")
+    with pytest.raises(ValueError, match="unknown correction 'x'; allowed: bh, holm"):
+        build_table1(tidy, correction="x")
