@@ -176,6 +176,9 @@ def notes(table: Table1, fmt: str = "md") -> list[str]:
             + " The test, not the CI of Δ, decides the mark: with few seeds bootstrap intervals"
             " are too narrow.",
         ]
+    lacking = ", ".join(b.domain for b in table.blocks if all(r.cell != ref for r in b.rows))
+    if lacking:
+        out.append(f"No row {ref} in {lacking}: no Δ, P(>) or marks there (see --reference).")
     rule = _highlight_note(table, fmt)
     if rule:
         out.insert(1, rule)
