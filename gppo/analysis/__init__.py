@@ -1,8 +1,10 @@
 """Results of a sweep: collect MLflow runs into a tidy table; Table 1 (md/LaTeX/HTML/CSV); figures.
 
 Modules: ``tidy`` (tidy schema, cell labels, CSV reader), ``collect`` (MLflow -> tidy),
-``table`` (Table 1 model: displayed numbers, ranks, footnotes), ``render`` (formats),
-``figures`` (Figure 1 geometry, Figure 2 dynamics), ``report`` (write everything, attach to the
+``table`` (Table 1 model: displayed numbers, ranks, footnotes), ``stats`` (bootstrap CIs,
+probability of improvement, corrected tests), ``render`` (formats), ``aggregate`` (Mean/IQM and
+P(improvement) over benchmarks, rliable's view), ``figures`` (Figure 1 geometry, Figure 2
+dynamics), ``report`` (write everything, attach to the
 sweep's parent run), ``commands`` (``gppo-sweep report`` / ``regions``).
 """
 
@@ -20,6 +22,8 @@ _EXPORTS = {
     "write_report": "report",
     "write_report_for_spec": "report",
     "write_report_from_csv": "report",
+    "aggregate_frame": "aggregate",
+    "write_aggregate": "aggregate",
     "Table1": "table",
     "build_table1": "table",
     "ReportInputError": "tidy",

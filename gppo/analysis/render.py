@@ -1,8 +1,10 @@
 """Table 1 renderers: Markdown (tabulate), LaTeX and HTML (pandas Styler + jinja2), CSV, rich.
 
-Every renderer reads the same :class:`~gppo.analysis.table.Table1`, so the numbers, ranks and
-footnotes agree across formats. Highlights: rank 1 / 2 / 3 = bold / underline / italic
-(LaTeX ``\\textbf`` / ``\\underline`` / ``\\textit``; HTML shaded cells, darkest for the best).
+Every renderer reads the same :class:`~gppo.analysis.table.Table1`, so the numbers, ranks,
+statistics and footnotes agree across formats. Highlights: rank 1 / 2 / 3 = bold / underline /
+italic (LaTeX ``\\textbf`` / ``\\underline`` / ``\\textit``; HTML shaded cells, darkest for the
+best), only where the table's highlight rule keeps them. Several seeds add the columns Δ (points,
+95% CI, ``†`` where significant after the correction), P(>ref) and Seeds.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import jinja2
 import pandas as pd
 from tabulate import tabulate
 
+from gppo.analysis.stats import CORRECTIONS, N_RESAMPLES, TESTS
 from gppo.analysis.table import (
     AVG,
     BASE_MODEL,
@@ -58,10 +61,27 @@ def row_names(row: Row) -> tuple[str, str]:
     return BASE_MODEL, ""
 
 
+SIG_MARK = "†"
+
+
 def rel_text(row: Row) -> str:
     if row.rel_pct is None:
         return "—"
     return f"{'+' if row.rel_pct >= 0 else ''}{row.rel_pct}%"
+
+
+def delta_text(row: Row) -> str:
+    """``+5.6 [3.1, 8.0]†``: Avg - Avg_ref in points, its CI, the significance mark."""
+    d = row.delta
+    if d.mean is None:
+        return "—"
+    sign = "+" if d.mean >= 0 else ""
+    text = f"{sign}{d.mean}" + (f" [{d.lo}, {d.hi}]" if d.lo is not None else "")
+    return text + (SIG_MARK if row.significant else "")
+
+
+def pi_text(row: Row) -> str:
+    return "—" if row.p_improve is None else f"{row.p_improve:.2f}"
 
 
 def _sup(mark: str, fmt: str) -> str:
@@ -73,8 +93,10 @@ def _sup(mark: str, fmt: str) -> str:
 
 
 def columns(table: Table1, block: Block) -> list[str]:
-    cols = ["Divergence", "Estimator", *block.benchmarks, "Avg.", f"Δ vs {block.reference}"]
-    return [*cols, "Seeds"] if table.multi_seed else cols
+    cols = ["Divergence", "Estimator", *block.benchmarks, "Avg."]
+    if not table.multi_seed:
+        return [*cols, f"Δ vs {block.reference}"]
+    return [*cols, f"Δ vs {block.reference} (pts)", f"P(> {block.reference})", "Seeds"]
 
 
 def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -91,26 +113,75 @@ def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.Data
             esc(e.text()) + ("" if e.mean is not None else _sup(table.mark(e.reason), fmt))
             for e in cells
         ]
-        text = [group, label, *values, esc(rel_text(row))]
         rank = [0, 0, *[e.rank or 0 for e in cells], 0]
         if table.multi_seed:
-            text.append(str(row.n_seeds))
-            rank.append(0)
+            text = [group, label, *values, esc(delta_text(row)), pi_text(row), str(row.n_seeds)]
+            rank += [0, 0]
+        else:
+            text = [group, label, *values, esc(rel_text(row))]
         texts.append(text)
         ranks.append(rank)
     cols = columns(table, block)
     return pd.DataFrame(texts, columns=cols), pd.DataFrame(ranks, columns=cols)
 
 
+def _compared(table: Table1) -> str:
+    counts = [(b.domain, sum(r.p_value is not None for r in b.rows)) for b in table.blocks]
+    if len(counts) == 1:
+        return f"the {counts[0][1]} rows compared with {table.reference}"
+    per = ", ".join(f"{d}: {n}" for d, n in counts)
+    return f"the rows compared with {table.reference} in each domain ({per})"
+
+
+def _highlight_note(table: Table1, fmt: str) -> str | None:
+    style = "bold, underlined, italic" if fmt != "html" else "shaded, darkest first"
+    if table.highlight == "ranks":
+        return f"Best, second and third of each column by mean: {style}."
+    if table.highlight == "separated" and table.multi_seed:
+        return (
+            f"Ranks 1, 2, 3 of a column by mean ({style}) are highlighted only where the entry's"
+            " 95% CI lies above the CIs of every entry ranked 4th or lower, i.e. where the data"
+            " separate it from the rest; the base model is not ranked."
+        )
+    return None
+
+
 def notes(table: Table1, fmt: str = "md") -> list[str]:
     k = f"avg@{table.k}" if table.k else "avg@k"
-    out = [
-        f"Scores are {k} in percent; Avg. is the mean over benchmarks; Δ is the relative change of"
-        f" Avg. against {table.reference}. Best, second and third of each column:"
-        + (" bold, underlined, italic." if fmt != "html" else " shaded, darkest first.")
-    ]
-    if table.multi_seed:
-        out.append("Entries are mean ± 95% CI (t-distribution) over the seeds in column Seeds.")
+    ref, conf = table.reference, f"{table.confidence:.0%}"
+    if not table.multi_seed:
+        out = [
+            f"Scores are {k} in percent; Avg. is the mean over benchmarks; Δ is the relative change"
+            f" of Avg. against {ref}.",
+            "One seed per cell: no uncertainty can be given (no intervals, no significance marks"
+            + (")." if table.highlight == "ranks" else ", no highlighting)."),
+        ]
+    else:
+        out = [
+            f"Scores are {k} in percent: mean [{conf} CI] over the seeds in column Seeds"
+            f" (percentile bootstrap over seeds, {N_RESAMPLES} resamples); Avg. is the mean over"
+            " benchmarks, its CI from a bootstrap stratified over benchmarks (seeds resampled"
+            " within each benchmark).",
+            f"Δ vs {ref}: Avg. minus {ref}'s Avg. in points [{conf} stratified bootstrap CI];"
+            f" P(> {ref}): probability of improvement, the Mann-Whitney U over all seed pairs"
+            " / (n·m), ties counting ½, averaged over benchmarks (Agarwal et al., 2021).",
+            f"{SIG_MARK}: the row's per-seed Avg. differs from {ref}'s at α = {table.alpha:g}"
+            f" ({TESTS[table.test]}, {CORRECTIONS[table.correction]} correction over"
+            f" {_compared(table)}); rows with fewer than 2 seeds are not tested."
+            + (
+                " Pooling assumes equal seed variances across cells."
+                if table.test == "pooled"
+                else ""
+            )
+            + " The test, not the CI of Δ, decides the mark: with few seeds bootstrap intervals"
+            " are too narrow.",
+        ]
+    lacking = ", ".join(b.domain for b in table.blocks if all(r.cell != ref for r in b.rows))
+    if lacking:
+        out.append(f"No row {ref} in {lacking}: no Δ, P(>) or marks there (see --reference).")
+    rule = _highlight_note(table, fmt)
+    if rule:
+        out.insert(1, rule)
     out += [f"({f.mark}) {f.text}" for f in table.footnotes]
     return out
 
@@ -155,6 +226,9 @@ LATEX_SUBS = {
     "±": r"$\pm$",
     "χ²": r"$\chi^2$",
     "α": r"$\alpha$",
+    "†": r"$^\dagger$",
+    "½": r"$\frac{1}{2}$",
+    "·": r"$\cdot$",
 }
 _LATEX_RE = re.compile("|".join(re.escape(k) for k in sorted(LATEX_SUBS, key=len, reverse=True)))
 
@@ -248,10 +322,18 @@ def to_html(table: Table1) -> str:
     return _HTML.render(blocks=blocks, notes=notes(table, "html"))
 
 
-def to_csv(table: Table1) -> str:
-    """One row per (domain, cell): domain, cell, benchmarks…, avg, rel_pct, n_seeds, note.
+def _num(value: object, digits: int | None = None) -> str:
+    if value is None:
+        return ""
+    return str(value) if digits is None else f"{value:.{digits}g}"
 
-    With several seeds each number column is followed by its ``<column>_ci95``.
+
+def to_csv(table: Table1) -> str:
+    """One row per (domain, cell); the columns are listed in README (Output columns).
+
+    domain, cell, per benchmark ``<b>`` (and ``<b>_ci95_lo``/``<b>_ci95_hi`` with several
+    seeds), avg (and its CI), rel_pct, delta, delta_ci95_lo, delta_ci95_hi, prob_improvement,
+    p_value, p_adjusted, significant (true/false), n_seeds, note.
     """
     benches = list(dict.fromkeys(b for block in table.blocks for b in block.benchmarks))
     records = []
@@ -260,11 +342,16 @@ def to_csv(table: Table1) -> str:
             rec: dict[str, str] = {"domain": block.domain, "cell": row.cell}
             for col in [*benches, AVG]:
                 entry = row.entries.get(col)
-                rec[col] = "" if entry is None or entry.mean is None else str(entry.mean)
+                rec[col] = "" if entry is None else _num(entry.mean)
                 if table.multi_seed:
-                    ci = entry.ci if entry is not None else None
-                    rec[f"{col}_ci95"] = "" if ci is None else str(ci)
-            rec["rel_pct"] = "" if row.rel_pct is None else str(row.rel_pct)
+                    rec[f"{col}_ci95_lo"] = "" if entry is None else _num(entry.lo)
+                    rec[f"{col}_ci95_hi"] = "" if entry is None else _num(entry.hi)
+            rec["rel_pct"] = _num(row.rel_pct)
+            rec["delta"] = _num(row.delta.mean)
+            rec["delta_ci95_lo"], rec["delta_ci95_hi"] = _num(row.delta.lo), _num(row.delta.hi)
+            rec["prob_improvement"] = _num(row.p_improve, 6)
+            rec["p_value"], rec["p_adjusted"] = _num(row.p_value, 4), _num(row.p_adjusted, 4)
+            rec["significant"] = "true" if row.significant else "false"
             rec["n_seeds"] = str(row.n_seeds)
             rec["note"] = ";".join(f"{r}:{'/'.join(map(str, s))}" for r, s in row.reasons.items())
             records.append(rec)

@@ -112,7 +112,8 @@ def write_figures(
     r_min: float = 0.8,
     reference: str = "tv/mc",
 ) -> tuple[list[Path], list[str]]:
-    """Figure 1 for the grid cells present; Figure 2 (dynamics, clip per μ) when curves exist.
+    """Figure 1 for the grid cells present; Figure 2 (dynamics, clip per μ) when curves exist;
+    the aggregate view (gppo/analysis/aggregate.py: Mean/IQM intervals, P(cell > reference)).
 
     A figure that cannot be drawn is reported in the returned warnings, never fatal.
     """
@@ -131,6 +132,9 @@ def write_figures(
         fig2 = F.figure2_dynamics(curves, reference=reference)
         paths += F.save(fig2, out_dir / "figure2_dynamics")
         paths += F.save(F.figure2_clip_by_mu(curves), out_dir / "figure2_clip_by_mu")
+    from gppo.analysis.aggregate import write_aggregate
+
+    paths += write_aggregate(tidy, out_dir, reference)
     return paths, warnings
 
 
@@ -240,7 +244,7 @@ def write_report_from_csv(
     files = write_tables(table, out, fmts)
     warnings: list[str] = []
     if figures:
-        paths_, warnings = write_figures(tidy, out)
+        paths_, warnings = write_figures(tidy, out, reference=reference)
         files += paths_
     report = Report(table, tidy, files, warnings=warnings)
     if "html" in fmts:

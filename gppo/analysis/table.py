@@ -7,22 +7,28 @@ Numbers follow the paper (Table 1, §4.2):
   (27.65 -> 27.7);
 - relative change = (Avg - Avg_ref) / Avg_ref from the *displayed* averages, two decimals
   (41.5 vs 27.7 -> +49.82%);
-- several seeds: mean over seeds ± half-width of the 95% t interval (n - 1 degrees of freedom);
-  the Avg entry is the mean ± CI of the per-seed averages (seeds with every benchmark only);
+- several seeds (gppo/analysis/stats.py): mean over seeds [95% percentile bootstrap CI]; the Avg
+  entry is the mean of the per-seed averages (seeds with every benchmark only) with a bootstrap
+  CI stratified over benchmarks; Δ = Avg - Avg_ref in points with its stratified CI; the
+  probability of improvement P(cell > ref) (Mann-Whitney U / nm, averaged over benchmarks); a
+  Welch t-test of the per-seed averages against the reference, corrected over the rows of the
+  block (Benjamini-Hochberg by default), ``significant`` when the adjusted p <= ``alpha``;
 - ranks: per column, among all rows but the base model, by the displayed mean, highest first,
-  competition ranking (ties share a rank, the next rank is skipped: 1, 1, 3); ranks 1-3 are
-  highlighted.
+  competition ranking (ties share a rank, the next rank is skipped: 1, 1, 3). ``highlight=
+  "separated"`` (default) keeps ranks 1-3 only where the CI lies above the CI of every entry
+  ranked 4th or lower (:func:`gppo.analysis.stats.separated_ranks`; one seed: nothing is
+  highlighted); ``"ranks"`` highlights ranks 1-3 regardless (the paper's typography).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import ROUND_HALF_UP, Decimal
 
 import pandas as pd
 
+from gppo.analysis import stats as S
 from gppo.analysis.tidy import BASE, STATUSES
 
 DIV_ORDER = ("tv", "hellinger", "chi2", "kl")
@@ -49,23 +55,29 @@ BASELINE_NAMES = {
 OTHER_BASELINES = "Other baselines"
 BASE_MODEL = "Base model"
 AVG = "avg"
+HIGHLIGHTS = ("separated", "ranks", "none")
 REASON_TEXT = {"failed": "run failed", "running": "still running", "missing": "no run (missing)"}
 
 
 @dataclass(frozen=True)
 class Entry:
-    """One displayed number: mean (percent, quantized), CI half-width, seeds, rank (1-3) or reason."""
+    """One displayed number: mean (percent, quantized), 95% CI bounds, seeds, rank (1-3), reason."""
 
     mean: Decimal | None
-    ci: Decimal | None = None
+    lo: Decimal | None = None
+    hi: Decimal | None = None
     n: int = 0
     rank: int | None = None
     reason: str | None = None  # failed | running | missing, when mean is None
 
-    def text(self, pm: str = "±") -> str:
+    def text(self) -> str:
         if self.mean is None:
             return "—"
-        return f"{self.mean} {pm} {self.ci}" if self.ci is not None else str(self.mean)
+        return f"{self.mean} [{self.lo}, {self.hi}]" if self.lo is not None else str(self.mean)
+
+    @property
+    def interval(self) -> tuple[float, float] | None:
+        return None if self.lo is None or self.hi is None else (float(self.lo), float(self.hi))
 
 
 @dataclass
@@ -78,6 +90,14 @@ class Row:
     rel_pct: Decimal | None
     n_seeds: int
     reasons: dict[str, list[int]] = field(default_factory=dict)  # reason -> seeds without result
+    delta: Entry = field(default_factory=lambda: Entry(None))  # Avg - Avg_ref, points, CI
+    p_improve: float | None = None  # P(cell > reference) over seeds and benchmarks
+    p_value: float | None = None  # Welch t-test of the per-seed averages against the reference
+    p_adjusted: float | None = None  # after the correction over the block's rows
+    significant: bool = False
+    columns: dict[str, list[float]] = field(default_factory=dict, repr=False)  # bench -> seeds
+    complete: dict[str, list[float]] = field(default_factory=dict, repr=False)  # full seeds only
+    seed_avgs: list[float] = field(default_factory=list, repr=False)
 
     @property
     def estimator(self) -> str | None:
@@ -108,6 +128,11 @@ class Table1:
     precision: int
     reference: str
     k: int | None = None
+    highlight: str = "separated"
+    alpha: float = S.ALPHA
+    correction: str = "bh"
+    confidence: float = S.CONFIDENCE
+    test: str = "pooled"
 
     def mark(self, reason: str | None) -> str:
         return next((f.mark for f in self.footnotes if f.reason == reason), "")
@@ -127,25 +152,24 @@ def relative_pct(avg: Decimal, ref: Decimal) -> Decimal:
     return quantize((avg - ref) / ref * 100, 2)
 
 
-def t_halfwidth(values: Sequence[Decimal], confidence: float = 0.95) -> float:
-    """Half-width of the two-sided t confidence interval of the mean."""
-    from scipy.special import stdtrit  # t quantile; far lighter to import than scipy.stats
-
-    n = len(values)
-    data = [float(v) for v in values]
-    mean = sum(data) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in data) / (n - 1))
-    return float(stdtrit(n - 1, 0.5 + confidence / 2)) * sd / math.sqrt(n)
+def _dec(value: float | None, precision: int) -> Decimal | None:
+    return None if value is None else quantize(Decimal(repr(float(value))), precision)
 
 
-def summarise(values: Sequence[Decimal], precision: int, confidence: float = 0.95) -> Entry:
-    """Mean (and CI for n > 1) of per-seed percents, as displayed."""
+def summarise(
+    values: Sequence[Decimal],
+    precision: int,
+    confidence: float = S.CONFIDENCE,
+    interval: tuple[float, float] | None = None,
+) -> Entry:
+    """Mean of per-seed percents and its CI (``interval``, else a bootstrap CI for n > 1)."""
     n = len(values)
     mean = quantize(sum(values, Decimal(0)) / n, precision)
-    ci = None
-    if n > 1:
-        ci = quantize(Decimal(repr(t_halfwidth(values, confidence))), precision)
-    return Entry(mean=mean, ci=ci, n=n)
+    if interval is None and n > 1:
+        interval = S.mean_ci([float(v) for v in values], confidence)
+    if interval is None:
+        return Entry(mean=mean, n=n)
+    return Entry(mean, _dec(interval[0], precision), _dec(interval[1], precision), n)
 
 
 def _row_kind(cell: str) -> tuple[str, str]:
@@ -181,7 +205,16 @@ def _rank(rows: list[Row], column: str) -> None:
             continue
         rank = 1 + sum(v > entry.mean for v in values)
         if rank <= 3:
-            row.entries[column] = Entry(entry.mean, entry.ci, entry.n, rank, entry.reason)
+            row.entries[column] = replace(entry, rank=rank)
+
+
+def _rank_separated(rows: list[Row], column: str) -> None:
+    ranked = [r for r in rows if r.kind != "base"]
+    means = [None if (m := r.entries[column].mean) is None else float(m) for r in ranked]
+    found = S.separated_ranks(means, [r.entries[column].interval for r in ranked])
+    for row, rank in zip(ranked, found, strict=True):
+        if rank is not None:
+            row.entries[column] = replace(row.entries[column], rank=rank)
 
 
 @dataclass
@@ -218,25 +251,70 @@ def _build_row(
             reasons.setdefault(status, []).append(seed)
     row_reason = next(iter(reasons), None) if not per_seed else None
     entries: dict[str, Entry] = {}
+    columns: dict[str, list[float]] = {}
     for b in benchmarks:
         values = [scores[b] for scores in per_seed.values() if b in scores]
         if per_seed and not values:  # ran, but never logged this benchmark
             seeds = reasons.setdefault("missing", [])
             seeds.extend(s for s in per_seed if s not in seeds)
+        columns[b] = [float(v) for v in values]
         entries[b] = (
             summarise(values, precision, conf)
             if values
             else Entry(None, reason=row_reason or "missing")
         )
-    avgs = [
-        sum((s[b] for b in benchmarks), Decimal(0)) / len(benchmarks)
-        for s in per_seed.values()
-        if all(b in s for b in benchmarks)
-    ]
+    full = [s for s in per_seed.values() if all(b in s for b in benchmarks)]
+    avgs = [sum((s[b] for b in benchmarks), Decimal(0)) / len(benchmarks) for s in full]
+    complete = {b: [float(s[b]) for s in full] for b in benchmarks}
+    ci = S.stratified_mean_ci(list(complete.values()), conf) if len(full) > 1 else None
     entries[AVG] = (
-        summarise(avgs, precision, conf) if avgs else Entry(None, reason=row_reason or "missing")
+        summarise(avgs, precision, conf, ci)
+        if avgs
+        else Entry(None, reason=row_reason or "missing")
     )
-    return Row(domain, cell, group, kind, entries, None, len(per_seed), reasons)
+    row = Row(domain, cell, group, kind, entries, None, len(per_seed), reasons)
+    row.columns, row.complete, row.seed_avgs = columns, complete, [float(a) for a in avgs]
+    return row
+
+
+def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) -> None:
+    """Δ, its CI, P(row > ref) and the corrected test of every row against the reference."""
+    tested: list[Row] = []
+    for row in rows:
+        if not benchmarks:
+            continue
+        row.p_improve = S.probability_of_improvement(
+            [row.columns[b] for b in benchmarks], [ref.columns[b] for b in benchmarks]
+        )
+        avg, ref_avg = row.entries[AVG].mean, ref.entries[AVG].mean
+        if row is ref or avg is None or ref_avg is None:
+            continue
+        point = sum(row.seed_avgs) / len(row.seed_avgs) - sum(ref.seed_avgs) / len(ref.seed_avgs)
+        ci = S.stratified_delta_ci(
+            [row.complete[b] for b in benchmarks],
+            [ref.complete[b] for b in benchmarks],
+            table.confidence,
+        )
+        lo, hi = (None, None) if ci is None else ci
+        row.delta = Entry(
+            _dec(point, table.precision),
+            _dec(lo, table.precision),
+            _dec(hi, table.precision),
+            n=len(row.seed_avgs),
+        )
+        tested.append(row)
+    if table.test == "welch":
+        pvalues = [S.welch_pvalue(r.seed_avgs, ref.seed_avgs) for r in tested]
+    else:  # pooled over the distinct trained rows (not the base model, not exact duplicates)
+        pool = list({tuple(r.seed_avgs): r.seed_avgs for r in rows if r.kind != "base"}.values())
+        pvalues = S.pooled_pvalues([r.seed_avgs for r in tested], ref.seed_avgs, pool)
+    for row, p in zip(tested, pvalues, strict=True):
+        row.p_value = p
+    tested = [r for r in tested if r.p_value is not None]
+    adjusted = S.adjust([r.p_value for r in tested], table.correction)  # type: ignore[misc]
+    for row, p in zip(tested, adjusted, strict=True):
+        row.p_adjusted = float(p)
+        row.significant = bool(p <= table.alpha)
 
 
 def build_table1(
@@ -245,14 +323,28 @@ def build_table1(
     reference: str = "tv/mc",
     benchmarks: Mapping[str, Sequence[str]] | None = None,
     precision: int = 1,
-    confidence: float = 0.95,
+    confidence: float = S.CONFIDENCE,
     k: int | None = None,
+    highlight: str = "separated",
+    alpha: float = S.ALPHA,
+    correction: str = "bh",
+    test: str = "pooled",
 ) -> Table1:
     """Build Table 1 from the tidy frame (gppo/analysis/tidy.py), one block per domain.
 
     ``benchmarks`` optionally fixes each domain's column order (default: order of appearance).
+    ``highlight``: ``separated`` | ``ranks`` | ``none``; ``correction``: ``bh`` | ``holm``;
+    ``test``: ``pooled`` (pooled within-cell variance) | ``welch``.
     """
-    blocks: list[Block] = []
+    if test not in S.TESTS:
+        raise ValueError(f"unknown test {test!r}; allowed: {', '.join(S.TESTS)}")
+    if highlight not in HIGHLIGHTS:
+        raise ValueError(f"unknown highlight {highlight!r}; allowed: {', '.join(HIGHLIGHTS)}")
+    if correction not in S.CORRECTIONS:
+        raise ValueError(f"unknown correction {correction!r}; allowed: {', '.join(S.CORRECTIONS)}")
+    table = Table1(
+        [], [], False, precision, reference, k, highlight, alpha, correction, confidence, test
+    )
     for domain, (cells, seen) in _gather(tidy).items():
         cols = list(benchmarks[domain]) if benchmarks and domain in benchmarks else []
         cols += [b for b in seen if b not in cols]
@@ -268,11 +360,17 @@ def build_table1(
             avg = row.entries[AVG].mean
             if avg is not None and ref_avg:
                 row.rel_pct = relative_pct(avg, ref_avg)
+        if ref_row is not None:
+            _compare(rows, ref_row, cols, table)
         for column in [*cols, AVG]:
-            _rank(rows, column)
-        blocks.append(Block(domain, cols, rows, reference, ref_avg))
-    multi = any(r.n_seeds > 1 for b in blocks for r in b.rows)
-    return Table1(blocks, _footnotes(blocks), multi, precision, reference, k)
+            if highlight == "ranks":
+                _rank(rows, column)
+            elif highlight == "separated":
+                _rank_separated(rows, column)
+        table.blocks.append(Block(domain, cols, rows, reference, ref_avg))
+    table.multi_seed = any(r.n_seeds > 1 for b in table.blocks for r in b.rows)
+    table.footnotes = _footnotes(table.blocks)
+    return table
 
 
 def _footnotes(blocks: list[Block]) -> list[Footnote]:

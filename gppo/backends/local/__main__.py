@@ -69,6 +69,13 @@ def _peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _process_age_s() -> float:
+    """Seconds since this process started (its creation time, from psutil)."""
+    import psutil
+
+    return time.time() - psutil.Process().create_time()
+
+
 def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[str, Any]:
     """Train and evaluate one cell, logging through ``log`` (a RunLogger) when given."""
     import torch
@@ -81,6 +88,7 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
     from gppo.backends.local.warmstart import load_base_model, warmstart_hash
 
     t_start = time.perf_counter()
+    startup = _process_age_s()  # process start -> here: interpreter, imports, MLflow client
     s = LocalSettings.model_validate(cell.settings)
     torch.set_num_threads(s.num_threads)
     domain = get_domain(s.domain)
@@ -156,6 +164,7 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
         "perf/update_tokens_per_s": prof.update_tokens / max(prof.update_s, 1e-9),
         "perf/peak_rss_mb": _peak_rss_mb(),
         "perf/total_s": time.perf_counter() - t_start,
+        "perf/startup_s": startup,
         "perf/cpu_s": time.process_time(),  # whole process, imports included
     }
     if log is not None:

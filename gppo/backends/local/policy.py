@@ -116,10 +116,12 @@ def response_log_probs(
     prompt_valid: torch.Tensor,
     resp_ids: torch.Tensor,
     resp_mask: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
+    entropy: bool = True,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs (B, R) of the response tokens and the per-token entropy (B, R).
 
     prompt_ids/valid (B, P) left-padded; resp_ids/mask (B, R) right-padded (mask includes EOS).
+    ``entropy=False`` skips the entropy (None): the update needs only the log-probs.
     """
     ids = torch.cat([prompt_ids, resp_ids], dim=1)
     valid = torch.cat([prompt_valid, resp_mask.bool()], dim=1)
@@ -128,5 +130,7 @@ def response_log_probs(
     logits = logits[:, p - 1 : -1].float()
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, resp_ids[..., None])[..., 0]
+    if not entropy:
+        return logp, None
     ent = -(logp_all.exp() * logp_all).sum(-1)
     return logp, ent

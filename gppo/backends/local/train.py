@@ -127,7 +127,12 @@ class Trainer:
             for idx in order.chunk(s.minibatches):
                 mask = ro.resp_mask[idx]
                 logp, _ = response_log_probs(
-                    self.policy, ro.prompt_ids[idx], ro.prompt_valid[idx], ro.resp_ids[idx], mask
+                    self.policy,
+                    ro.prompt_ids[idx],
+                    ro.prompt_valid[idx],
+                    ro.resp_ids[idx],
+                    mask,
+                    entropy=False,  # unused by the loss: forward work saved
                 )
                 loss, metrics = self.loss_fn(
                     ro.old_log_prob[idx], logp, adv_tok[idx], mask, loss_agg_mode=self.agg

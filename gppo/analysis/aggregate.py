@@ -1,0 +1,214 @@
+"""Aggregate view over benchmarks (rliable's kind, Agarwal et al. 2021), from the tidy frame.
+
+Per domain and cell, from the runs with a score on every benchmark (matrix ``(n_runs, n_bench)``,
+scores as fractions):
+
+- ``mean``: mean over runs and benchmarks;
+- ``iqm``: interquartile mean of all run x benchmark scores (``scipy.stats.trim_mean(·, 0.25)``);
+- ``prob_improvement``: P(cell > reference), the Mann-Whitney U / (n m) per benchmark (ties 1/2)
+  averaged over benchmarks (as in Table 1);
+
+each with a 95% percentile CI from a bootstrap stratified over benchmarks (runs resampled within
+each benchmark; cell and reference independently). One run: the estimate without a CI.
+
+:func:`aggregate_frame` computes them; :func:`figure_intervals` (Mean and IQM interval
+estimates per cell) and :func:`figure_improvement` (P(cell > reference) with its CI) draw them;
+:func:`write_aggregate` writes ``aggregate.csv`` and both figures (png + svg) for the report.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from gppo.analysis.stats import CONFIDENCE, SEED
+from gppo.analysis.table import BASELINE_ORDER, DIV_ORDER, EST_ORDER
+
+METRICS = ("mean", "iqm", "prob_improvement")
+N_RESAMPLES = 2000
+STEM_INTERVALS = "aggregate_intervals"
+STEM_IMPROVEMENT = "aggregate_improvement"
+_RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
+
+
+def table_order(cell: str) -> tuple:
+    """Sort key: Table 1's row order (grid cells by divergence, estimator; baselines; base)."""
+    if "/" in cell:
+        div, est = cell.split("/", 1)
+        d = DIV_ORDER.index(div) if div in DIV_ORDER else len(DIV_ORDER)
+        e = EST_ORDER.index(est) if est in EST_ORDER else len(EST_ORDER)
+        return (0, d, div, e, est)
+    if cell == "base":
+        return (2, 0, "", 0, "")
+    b = BASELINE_ORDER.index(cell) if cell in BASELINE_ORDER else len(BASELINE_ORDER)
+    return (1, b, cell, 0, "")
+
+
+def _cat(*xs: np.ndarray) -> np.ndarray:
+    return np.concatenate(xs, axis=-1)
+
+
+def _mean(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean([np.mean(x, axis=axis) for x in xs], axis=0)
+
+
+def _iqm(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
+    return stats.trim_mean(_cat(*xs), 0.25, axis=-1)
+
+
+def _pi_statistic(b: int):
+    def pi(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
+        per = []
+        for x, y in zip(xs[:b], xs[b:], strict=True):
+            u = stats.mannwhitneyu(x, y, axis=-1).statistic
+            per.append(u / (x.shape[-1] * y.shape[-1]))
+        return np.mean(per, axis=0)
+
+    return pi
+
+
+def _estimate(samples: list[np.ndarray], statistic) -> tuple[float, float, float]:
+    point = float(statistic(*samples))
+    if min(s.shape[-1] for s in samples) < 2:
+        return point, np.nan, np.nan
+    flat = np.concatenate(samples)
+    if np.all(flat == flat[0]):
+        return point, point, point
+    res = stats.bootstrap(
+        tuple(samples),
+        statistic,
+        n_resamples=N_RESAMPLES,
+        confidence_level=CONFIDENCE,
+        method="percentile",
+        paired=False,
+        vectorized=True,
+        **{_RNG_KW: np.random.default_rng(SEED)},
+    )
+    ci = res.confidence_interval
+    return point, float(ci.low), float(ci.high)
+
+
+def run_matrix(tidy: pd.DataFrame, domain: str, cell: str) -> pd.DataFrame:
+    """(runs x benchmarks) finished scores of one cell; runs without every benchmark dropped."""
+    rows = tidy[(tidy["domain"] == domain) & (tidy["status"] == "finished")]
+    benches = list(dict.fromkeys(rows["benchmark"]))
+    mine = rows[rows["cell"] == cell].pivot_table(
+        index="seed", columns="benchmark", values="score", aggfunc="mean"
+    )
+    return mine.reindex(columns=benches).dropna()
+
+
+def aggregate_frame(tidy: pd.DataFrame, reference: str = "tv/mc") -> pd.DataFrame:
+    """Long frame: domain, cell, metric (mean | iqm | prob_improvement), estimate, lo, hi, n_runs."""
+    out = []
+    for domain in dict.fromkeys(tidy["domain"]):
+        cells = sorted(dict.fromkeys(tidy.loc[tidy["domain"] == domain, "cell"]), key=table_order)
+        ref = run_matrix(tidy, domain, reference) if reference in cells else None
+        for cell in cells:
+            m = run_matrix(tidy, domain, cell)
+            if m.empty:
+                continue
+            cols = [m[b].to_numpy(float) for b in m.columns]
+            rec = {"domain": domain, "cell": cell, "n_runs": len(m)}
+            for metric, fn in (("mean", _mean), ("iqm", _iqm)):
+                out.append({**rec, "metric": metric, **_named(_estimate(cols, fn))})
+            if ref is not None and not ref.empty and list(ref.columns) == list(m.columns):
+                refs = [ref[b].to_numpy(float) for b in ref.columns]
+                est = _estimate([*cols, *refs], _pi_statistic(len(cols)))
+                out.append({**rec, "metric": "prob_improvement", **_named(est)})
+    columns = ["domain", "cell", "metric", "estimate", "lo", "hi", "n_runs"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def _named(values: tuple[float, float, float]) -> dict[str, float]:
+    return dict(zip(("estimate", "lo", "hi"), values, strict=True))
+
+
+def _bars(ax, part: pd.DataFrame, scale: float, colour: str) -> None:
+    y = np.arange(len(part))[::-1]
+    est = part["estimate"].to_numpy() * scale
+    lo, hi = part["lo"].to_numpy() * scale, part["hi"].to_numpy() * scale
+    has = ~np.isnan(lo)
+    ax.barh(y[has], (hi - lo)[has], left=lo[has], height=0.6, color=colour, alpha=0.35)
+    ax.plot(est, y, "|", color=colour, markersize=12, markeredgewidth=2)
+    ax.set_yticks(y, part["cell"].tolist())
+    ax.grid(axis="x", alpha=0.3)
+
+
+def figure_intervals(agg: pd.DataFrame):
+    """Mean and IQM over benchmarks per cell (percent) with 95% stratified bootstrap CIs."""
+    import matplotlib.pyplot as plt
+
+    domains = list(dict.fromkeys(agg["domain"]))
+    means = agg[agg["metric"] == "mean"]
+    n_cells = max((means["domain"] == d).sum() for d in domains) if domains else 1
+    fig, axes = plt.subplots(
+        len(domains) or 1, 2, figsize=(9, 0.3 * n_cells * len(domains) + 1.5), squeeze=False
+    )
+    for row, domain in zip(axes, domains, strict=False):
+        for ax, metric, colour in zip(
+            row, ("mean", "iqm"), ("tab:blue", "tab:orange"), strict=True
+        ):
+            part = agg[(agg["domain"] == domain) & (agg["metric"] == metric)]
+            _bars(ax, part, 100.0, colour)
+            ax.set_title(f"{domain}: {'Mean' if metric == 'mean' else 'IQM'} (%)", fontsize=10)
+            if ax is not row[0]:
+                ax.set_yticklabels([])
+    fig.suptitle("Interval estimates over benchmarks (95% stratified bootstrap CIs)", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def figure_improvement(agg: pd.DataFrame, reference: str = "tv/mc"):
+    """P(cell > reference) per cell with its 95% stratified bootstrap CI; 0.5 = no difference."""
+    import matplotlib.pyplot as plt
+
+    part = agg[(agg["metric"] == "prob_improvement") & (agg["cell"] != reference)]
+    domains = list(dict.fromkeys(part["domain"])) or ["(none)"]
+    n = max((part["domain"] == d).sum() for d in domains) or 1
+    fig, axes = plt.subplots(1, len(domains), figsize=(4.5 * len(domains), 0.3 * n + 1.5))
+    for ax, domain in zip(np.atleast_1d(axes), domains, strict=True):
+        _bars(ax, part[part["domain"] == domain], 1.0, "tab:green")
+        ax.axvline(0.5, color="grey", linestyle="--", linewidth=1)
+        ax.set_xlim(0, 1)
+        ax.set_title(f"{domain}: P(cell > {reference})", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def write_aggregate(
+    tidy: pd.DataFrame, out_dir: str | Path, reference: str = "tv/mc"
+) -> list[Path]:
+    """``aggregate.csv`` and the two figures (png + svg) into ``out_dir``; the paths written."""
+    import matplotlib.pyplot as plt
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    agg = aggregate_frame(tidy, reference)
+    paths = [out / "aggregate.csv"]
+    agg.to_csv(paths[0], index=False, float_format="%.6g")
+    if agg.empty:
+        return paths
+    for stem, fig in (
+        (STEM_INTERVALS, figure_intervals(agg)),
+        (STEM_IMPROVEMENT, figure_improvement(agg, reference)),
+    ):
+        for ext in ("png", "svg"):
+            fig.savefig(out / f"{stem}.{ext}", bbox_inches="tight", dpi=150)
+            paths.append(out / f"{stem}.{ext}")
+        plt.close(fig)
+    return paths
+
+
+__all__ = [
+    "METRICS",
+    "aggregate_frame",
+    "figure_improvement",
+    "figure_intervals",
+    "run_matrix",
+    "write_aggregate",
+]

@@ -1,0 +1,173 @@
+"""gppo/analysis/stats.py: properties (hypothesis), an independent PI, and null calibration."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gppo.analysis import stats as S
+
+score = st.floats(0, 100, allow_nan=False).map(lambda v: round(v, 1))  # ties happen
+column = st.lists(score, min_size=1, max_size=6)
+columns = st.lists(column, min_size=1, max_size=4)
+FAST = settings(max_examples=40, deadline=None)
+
+
+def _pi_by_pairs(xs: list[list[float]], ys: list[list[float]]) -> float:
+    """P(X > Y) from its definition: every pair of seeds, ties 1/2, mean over benchmarks."""
+    per = []
+    for x, y in zip(xs, ys, strict=True):
+        wins = sum((a > b) + 0.5 * (a == b) for a in x for b in y)
+        per.append(wins / (len(x) * len(y)))
+    return sum(per) / len(per)
+
+
+@FAST
+@given(st.data())
+def test_probability_of_improvement_matches_pair_counting_and_is_antisymmetric(data):
+    xs = data.draw(columns)
+    ys = [data.draw(column) for _ in xs]
+    pi = S.probability_of_improvement(xs, ys)
+    assert pi == pytest.approx(_pi_by_pairs(xs, ys), abs=1e-12)
+    assert pi + S.probability_of_improvement(ys, xs) == pytest.approx(1.0)
+    assert S.probability_of_improvement(xs, xs) == pytest.approx(0.5)
+
+
+@FAST
+@given(st.lists(score, min_size=2, max_size=8))
+def test_mean_ci_brackets_the_mean_within_the_data_range(x):
+    lo, hi = S.mean_ci(x)
+    assert min(x) - 1e-9 <= lo <= np.mean(x) + 1e-9 <= hi + 2e-9 <= max(x) + 3e-9
+    assert S.mean_ci(x[:1]) is None
+
+
+@FAST
+@given(st.data())
+def test_stratified_intervals_contain_the_point_and_shift_with_the_data(data):
+    n = data.draw(st.integers(2, 5))
+    xs = data.draw(st.lists(st.lists(score, min_size=n, max_size=n), min_size=1, max_size=4))
+    ys = [data.draw(st.lists(score, min_size=n, max_size=n)) for _ in xs]
+    lo, hi = S.stratified_mean_ci(xs)
+    point = np.mean([np.mean(c) for c in xs])
+    assert lo - 1e-9 <= point <= hi + 1e-9
+    assert np.mean([min(c) for c in xs]) - 1e-9 <= lo and hi <= np.mean([max(c) for c in xs]) + 1e-9
+    dlo, dhi = S.stratified_delta_ci(xs, ys)
+    shift = data.draw(st.floats(-20, 20))
+    slo, shi = S.stratified_delta_ci([[v + shift for v in c] for c in xs], ys)
+    spread = np.ptp(np.concatenate([np.asarray(c, float) for c in [*xs, *ys]]))
+    if spread > 0 and not all(np.ptp(c) == 0 for c in [*xs, *ys]):
+        assert (slo, shi) == pytest.approx((dlo + shift, dhi + shift), abs=1e-6)
+
+
+@FAST
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=20))
+def test_corrections_never_lower_a_p_value_and_keep_its_order(p):
+    for method in S.CORRECTIONS:
+        adj = S.adjust(p, method)
+        assert np.all(adj >= np.asarray(p) - 1e-12) and np.all(adj <= 1)
+        order = np.argsort(p, kind="stable")
+        assert np.all(np.diff(adj[order]) >= -1e-12)
+    assert np.all(S.adjust(p, "holm") >= S.adjust(p, "bh") - 1e-12)  # Holm is the stricter one
+
+
+@FAST
+@given(st.lists(st.tuples(score, st.floats(0, 10)), min_size=1, max_size=10))
+def test_separated_ranks_only_mark_top3_entries_clear_of_the_rest(items):
+    means = [m for m, _ in items]
+    cis = [(m - w, m + w) for m, w in items]
+    ranks = S.separated_ranks(means, cis)
+    for i, r in enumerate(ranks):
+        if r is None:
+            continue
+        assert r == 1 + sum(m > means[i] for m in means) <= 3
+        rest = [cis[j] for j in range(len(means)) if 1 + sum(m > means[j] for m in means) > 3]
+        assert rest and all(cis[i][0] > c[1] for c in rest)
+
+
+def test_separated_ranks_examples():
+    means = [50, 49, 40, 39, 20]
+    narrow = [(m - 1, m + 1) for m in means]
+    assert S.separated_ranks(means, narrow) == [1, 2, None, None, None]  # 40 vs 39 overlap
+    wide = [(m - 30, m + 30) for m in means]
+    assert S.separated_ranks(means, wide) == [None] * 5  # nothing separates
+    assert S.separated_ranks(means, [None] * 5) == [None] * 5  # one seed: no CI, no highlight
+
+
+def test_welch_edge_cases():
+    assert S.welch_pvalue([1.0], [1.0, 2.0]) is None
+    assert S.welch_pvalue([1.0, 1.0], [1.0, 1.0]) == 1.0
+    assert S.welch_pvalue([1.0, 1.0], [2.0, 2.0]) == 0.0
+    with pytest.raises(ValueError, match="unknown correction"):
+        S.adjust([0.1], "bonferroni")
+
+
+def _family(rng: np.random.Generator, effects: list[float], seeds: int, bench: int = 4):
+    """(reference, rows) of per-seed averages, scores like the testbed's.
+
+    Per run: a run effect shared by its benchmarks (sd 1.5 points) plus per-benchmark noise
+    (sd 2 points) around benchmark levels 20-50, plus the row's effect (points).
+    """
+    level = rng.uniform(20, 50, bench)
+
+    def avgs(effect: float) -> np.ndarray:
+        run = rng.normal(0, 1.5, (seeds, 1))
+        return (level + effect + run + rng.normal(0, 2.0, (seeds, bench))).mean(axis=1)
+
+    return avgs(0.0), [avgs(e) for e in effects]
+
+
+def _pvalues(test: str, ref: np.ndarray, rows: list[np.ndarray]) -> list[float]:
+    if test == "welch":
+        return [S.welch_pvalue(x, ref) for x in rows]
+    return S.pooled_pvalues(rows, ref, [ref, *rows])
+
+
+@pytest.mark.parametrize("test", ["pooled", "welch"])
+def test_null_calibration_false_marks_within_the_stated_level(test):
+    """16 null cells, 3 seeds, 4 benchmarks, 250 (Welch: 120) tables: marks at most alpha."""
+    rng = np.random.default_rng(20211206)
+    reps, cells = (250 if test == "pooled" else 120), 16
+    raw = 0
+    marked = dict.fromkeys(S.CORRECTIONS, 0)
+    tables_with_a_mark = dict.fromkeys(S.CORRECTIONS, 0)
+    for _ in range(reps):
+        p = _pvalues(test, *_family(rng, [0.0] * cells, 3))
+        raw += sum(v <= S.ALPHA for v in p)
+        for method in S.CORRECTIONS:
+            adj = S.adjust(p, method)
+            marked[method] += int(np.sum(adj <= S.ALPHA))
+            tables_with_a_mark[method] += bool(np.any(adj <= S.ALPHA))
+    n = reps * cells
+    se = (S.ALPHA * (1 - S.ALPHA) / n) ** 0.5
+    # the uncorrected test is calibrated (not trivially conservative): rate ~ alpha
+    assert abs(raw / n - S.ALPHA) < 4 * se + 0.01
+    for method in S.CORRECTIONS:  # per null cell, and per table (all null: FWER = FDR)
+        assert marked[method] / n <= S.ALPHA
+        assert tables_with_a_mark[method] / reps <= S.ALPHA + 3 * (0.05 * 0.95 / reps) ** 0.5
+
+
+@pytest.mark.parametrize(
+    ("test", "seeds", "at_least"), [("pooled", 3, 0.55), ("pooled", 5, 0.9), ("welch", 5, 0.6)]
+)
+def test_power_true_effects_are_marked(test, seeds, at_least):
+    """3 rows at +5 points (per-seed-average sd ~1.8) among 13 null rows, BH, 60 tables."""
+    rng = np.random.default_rng(7)
+    hits = false = 0
+    effects = [5.0] * 3 + [0.0] * 13
+    for _ in range(60):
+        marks = S.adjust(_pvalues(test, *_family(rng, effects, seeds)), "bh") <= S.ALPHA
+        hits += int(marks[:3].sum())
+        false += int(marks[3:].sum())
+    assert hits / (60 * 3) >= at_least
+    assert false / (60 * 13) <= S.ALPHA
+
+
+def test_pooled_pvalues_equal_the_two_sample_t_test_for_two_groups():
+    x, y = [1.0, 2.0, 4.0], [2.0, 3.5, 5.0, 6.0]
+    (p,) = S.pooled_pvalues([x], y, [x, y])
+    from scipy import stats
+
+    assert p == pytest.approx(stats.ttest_ind(x, y).pvalue)
+    assert S.pooled_pvalues([[1.0]], y, [y]) == [None]
