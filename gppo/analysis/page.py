@@ -47,6 +47,14 @@ FIGURES: dict[str, str] = {
         "Clip fraction per μ bucket for each estimator (mean over steps, seeds and"
         " divergences): where Atomic and Binary clip differently from MC."
     ),
+    "aggregate_intervals": (
+        "Aggregate view (after Agarwal et al., 2021): mean and interquartile mean over"
+        " benchmarks per cell, with 95% stratified bootstrap intervals over seeds."
+    ),
+    "aggregate_improvement": (
+        "Probability of improvement P(cell > reference) over seeds and benchmarks, with 95%"
+        " bootstrap intervals; 0.5 means no difference."
+    ),
 }
 PACKAGES = (
     "gppo-sweep", "torch", "numpy", "pandas", "matplotlib", "mlflow", "ray", "optuna",
