@@ -379,6 +379,8 @@ def to_rich(table: Table1) -> list:
     out: list = []
     for block in table.blocks:
         text, rank = frames(table, block, "rich")
+        if table.multi_seed:  # terminal: Avg., Δ, P(>) with intervals; benchmarks in the report
+            text, rank = text.drop(columns=block.benchmarks), rank.drop(columns=block.benchmarks)
         rt = Table(title=block.domain, show_lines=False)
         for col in text.columns:
             rt.add_column(col, justify="left" if col in ("Divergence", "Estimator") else "right")
@@ -393,5 +395,6 @@ def to_rich(table: Table1) -> list:
                 *[Text(v, style=styles.get(int(rank.iloc[i, j]), "")) for j, v in enumerate(values)]
             )
         out.append(rt)
-    out.extend(Text(n) for n in notes(table, "rich"))
+    brief = "This view leaves out the per-benchmark columns: see the report (table1.md)."
+    out.extend(Text(n) for n in [*notes(table, "rich"), *([brief] if table.multi_seed else [])])
     return out

@@ -116,3 +116,35 @@ def test_final_table_never_wraps_a_row_label_at_80_or_100_columns():
         assert max(len(ln) for ln in lines) <= width
         assert any("Binary (DPPO)" in ln for ln in lines)  # on one line, never "Binary" + "(DPPO)"
         assert not any(ln.strip(" │┃").startswith("(DPPO)") for ln in lines)
+
+
+def test_multi_seed_final_table_fits_100_columns_without_cutting_a_number():
+    """Several seeds: the terminal table gives Avg. and Δ with their CIs and P(>), leaves the
+    per-benchmark columns to the report, and cuts no value ("…") at 100 columns."""
+    import io
+    from pathlib import Path
+
+    import numpy as np
+    import pandas as pd
+    from rich.console import Console
+
+    from gppo.analysis.table import build_table1
+    from gppo.analysis.tidy import normalise, read_scores_csv
+    from gppo.sweep.progress import print_table1
+
+    paper = read_scores_csv(Path(__file__).parents[1] / "analysis" / "data" / "paper_table1.csv")
+    rng = np.random.default_rng(0)
+    seeded = [
+        paper.assign(seed=s, score=paper.score + rng.normal(0, 0.01, len(paper))) for s in (0, 1, 2)
+    ]
+    table = build_table1(normalise(pd.concat(seeded, ignore_index=True)), reference="tv/mc")
+    assert table.multi_seed
+    buf = io.StringIO()
+    print_table1(Console(file=buf, width=100), table)
+    lines = buf.getvalue().splitlines()
+    assert max(len(ln) for ln in lines) <= 100
+    body = [ln for ln in lines if "Binary (DPPO)" in ln]
+    assert body and "…" not in body[0], body
+    assert body[0].count("[") == 2  # Avg. and Δ carry their intervals
+    assert not any("AIME24" in ln for ln in lines)  # a benchmark column: in the report only
+    assert any("leaves out the per-benchmark columns" in ln for ln in lines)
