@@ -18,21 +18,18 @@ estimates per cell) and :func:`figure_improvement` (P(cell > reference) with its
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gppo.analysis.stats import CONFIDENCE, SEED
+from gppo.analysis.stats import bootstrap_interval
 from gppo.analysis.table import BASELINE_ORDER, DIV_ORDER, EST_ORDER
 
 METRICS = ("mean", "iqm", "prob_improvement")
-N_RESAMPLES = 2000
 STEM_INTERVALS = "aggregate_intervals"
 STEM_IMPROVEMENT = "aggregate_improvement"
-_RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
 
 def table_order(cell: str) -> tuple:
@@ -75,21 +72,8 @@ def _estimate(samples: list[np.ndarray], statistic) -> tuple[float, float, float
     point = float(statistic(*samples))
     if min(s.shape[-1] for s in samples) < 2:
         return point, np.nan, np.nan
-    flat = np.concatenate(samples)
-    if np.all(flat == flat[0]):
-        return point, point, point
-    res = stats.bootstrap(
-        tuple(samples),
-        statistic,
-        n_resamples=N_RESAMPLES,
-        confidence_level=CONFIDENCE,
-        method="percentile",
-        paired=False,
-        vectorized=True,
-        **{_RNG_KW: np.random.default_rng(SEED)},
-    )
-    ci = res.confidence_interval
-    return point, float(ci.low), float(ci.high)
+    lo, hi = bootstrap_interval(samples, statistic)
+    return point, lo, hi
 
 
 def run_matrix(tidy: pd.DataFrame, domain: str, cell: str) -> pd.DataFrame:

@@ -54,7 +54,11 @@ def _arrays(columns: Sequence[Sequence[float]]) -> list[np.ndarray]:
     return [np.asarray(c, dtype=float) for c in columns]
 
 
-def _bootstrap(samples: Sequence[np.ndarray], statistic, confidence: float, seed: int) -> Interval:
+def bootstrap_interval(
+    samples: Sequence[np.ndarray], statistic, confidence: float = CONFIDENCE, seed: int = SEED
+) -> Interval:
+    """Percentile bootstrap CI of ``statistic(*samples, axis=-1)``, samples resampled
+    independently (stratified); the point itself when nothing varies."""
     flat = np.concatenate(samples)
     if np.all(flat == flat[0]) or all(np.all(s == s[0]) for s in samples):
         point = float(statistic(*samples, axis=-1))  # no spread: the interval is the point
@@ -85,7 +89,7 @@ def mean_ci(
     arr = np.asarray(x, dtype=float)
     if arr.size < 2:
         return None
-    return _bootstrap([arr], _mean, confidence, seed)
+    return bootstrap_interval([arr], _mean, confidence, seed)
 
 
 def _avg_of_means(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -99,7 +103,7 @@ def stratified_mean_ci(
     cols = _arrays(columns)
     if not cols or min(c.size for c in cols) < 2:
         return None
-    return _bootstrap(cols, _avg_of_means, confidence, seed)
+    return bootstrap_interval(cols, _avg_of_means, confidence, seed)
 
 
 def stratified_delta_ci(
@@ -119,7 +123,7 @@ def stratified_delta_ci(
     def delta(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
         return _avg_of_means(*xs[:b], axis=axis) - _avg_of_means(*xs[b:], axis=axis)
 
-    return _bootstrap([*cols, *refs], delta, confidence, seed)
+    return bootstrap_interval([*cols, *refs], delta, confidence, seed)
 
 
 def probability_of_improvement(

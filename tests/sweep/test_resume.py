@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from mlflow.tracking import MlflowClient
@@ -18,7 +17,7 @@ from gppo.sweep.cluster import _alive
 from gppo.sweep.control import cell_logs, sweep_status
 from gppo.sweep.launch import Launcher
 
-from .conftest import env_without_ray, launcher_cmd, write_spec
+from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
 
 
 def all_runs(tmp_path: Path, experiment: str):
@@ -39,16 +38,6 @@ def intervals(tmp_path: Path, cell: str) -> list[tuple[float, float]]:
         kind, t, pid = line.split()
         (starts if kind == "start" else ends)[pid] = float(t)
     return sorted((s, ends.get(pid, float("inf"))) for pid, s in starts.items())
-
-
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_kill9_of_the_launcher_mid_sweep(tmp_path, ray_cluster):

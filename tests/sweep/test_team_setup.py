@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -24,7 +23,7 @@ from gppo.grid import load_plan
 from gppo.sweep.control import sweep_status
 from gppo.sweep.lock import HEARTBEAT_TAG, RELEASED_TAG
 
-from .conftest import env_without_ray, launcher_cmd, write_spec
+from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
 from .servers import WORKER_RESOURCE
 
 pytestmark = pytest.mark.slow
@@ -57,16 +56,6 @@ def cell_runs(server, experiment: str) -> list:
         return []
     flt = f"tags.`{M.TAG_ROLE}` = '{M.ROLE_CELL}'"
     return client.search_runs([exp.experiment_id], flt, max_results=1000)
-
-
-def wait_for(cond, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = cond()
-        if got:
-            return got
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def max_overlap(spans: list[tuple[float, float]]) -> int:
