@@ -95,7 +95,7 @@ def _cprofile(domain: str, method: str, sets: list[str]) -> None:
     import torch
 
     from gppo.backends.local.__main__ import _parse_value, run_cell
-    from gppo.grid.cell import Cell
+    from gppo.cell import Cell
 
     torch.set_num_threads(1)
     settings = {

@@ -26,7 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict
 
 from gppo.backends.base import Backend, Job, register_backend
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 
 HERE = Path(__file__).resolve().parent
 JOB_CODE = (
@@ -200,7 +200,7 @@ def main() -> None:
         cluster = start_local_head(state, num_cpus=4, num_gpus=0)
         try:
             uri = f"sqlite:///{tmp}/mlflow.db"
-            from gppo.sweep.tracking import Tracking
+            from gppo.store.tracking import Tracking
 
             Tracking(uri).init_store()
             warm = load_plan(write_bench_spec(tmp, "warm", cluster.address, 2, 2, 0.0))

@@ -262,7 +262,7 @@ def ui(
     cells, best first) and of MLflow's compare view of its cells. ``/`` leads to the runs."""
     import os
 
-    from gppo.sweep.tracking import resolve_tracking_uri
+    from gppo.store.tracking import resolve_tracking_uri
     from gppo.sweep.ui import ENV_HOME, serve, sweep_urls
 
     p = _plan(spec)

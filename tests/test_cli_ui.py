@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 from gppo import metrics as M
 from gppo.cli import app
 from gppo.grid import load_plan
-from gppo.sweep.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, Tracking
+from gppo.store.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, Tracking
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))

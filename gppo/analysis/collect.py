@@ -19,7 +19,7 @@ from mlflow import MlflowClient
 from gppo import metrics as M
 from gppo.analysis.runs import RunRecord, fetch_records, no_gc
 from gppo.analysis.tidy import BASE, cell_label, empty_tidy, expected_keys, normalise
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 
 
 @dataclass

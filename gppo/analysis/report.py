@@ -18,7 +18,7 @@ from gppo.analysis.collect import Collected, collect
 from gppo.analysis.render import EXTENSIONS, FORMATS, render
 from gppo.analysis.table import Table1, build_table1
 from gppo.analysis.tidy import read_scores_csv
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 
 TABLE_STEM = "table1"
 
@@ -60,7 +60,7 @@ def resolve_spec(path: str | Path) -> SweepTarget:
 def target_of(plan: Any, tracking_uri: str | None = None) -> SweepTarget:
     """What a report needs from a loaded :class:`gppo.grid.Plan`."""
     from gppo.analysis.page import spec_as_run
-    from gppo.sweep.tracking import resolve_tracking_uri
+    from gppo.store.tracking import resolve_tracking_uri
 
     spec = plan.spec
     return SweepTarget(

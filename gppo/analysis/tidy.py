@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
+from gppo.errors import ReportError
 
 TIDY_COLUMNS = (
     "domain",
@@ -48,7 +49,7 @@ BASE = "base"
 ALIAS_CELLS = {"grpo": "tv/mc", "dapo": "kl/mc", "dppo": "tv/binary", "ripo": "chi2/atomic"}
 
 
-class ReportInputError(ValueError):
+class ReportInputError(ReportError):
     """Bad report input; the message is one line naming the file, row/column and what is allowed."""
 
 
@@ -62,7 +63,7 @@ def cell_label(method: str, divergence: str | None = None, estimator: str | None
 
 
 def label_of_cell(cell: Cell) -> str:
-    """:func:`cell_label` of a resolved :class:`~gppo.grid.cell.Cell`."""
+    """:func:`cell_label` of a resolved :class:`~gppo.cell.Cell`."""
     return cell_label(cell.method, cell.divergence, cell.estimator)
 
 

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from gppo.grid.cell import Cell, Resources
+from gppo.cell import Cell, Resources
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ spec, its sweep id and its cells) or raises :class:`SpecError` whose ``str`` is 
 ``FILE: field.path: message`` the CLI prints.
 """
 
-from gppo.grid.cell import Cell, Resources
+from gppo.cell import Cell, Resources
 from gppo.grid.errors import SpecError
 from gppo.grid.expand import expand, sweep_id
 from gppo.grid.load import load_spec, parse_spec

@@ -5,18 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-
-class SpecError(ValueError):
-    """A malformed grid spec. ``str(err)`` is the single line the CLI prints on stderr."""
-
-    def __init__(self, file: str, path: str, message: str) -> None:
-        self.file, self.path, self.message = file, path, " ".join(str(message).split())
-        super().__init__(self.line)
-
-    @property
-    def line(self) -> str:
-        where = f"{self.path}: " if self.path else ""
-        return f"{self.file}: {where}{self.message}"
+from gppo.errors import SpecError
 
 
 def format_path(loc: Iterable[Any]) -> str:

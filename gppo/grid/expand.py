@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from gppo.cell import Cell, Resources
 from gppo.grid import registries
-from gppo.grid.cell import Cell, Resources
 from gppo.grid.errors import SpecError, from_validation_error
 from gppo.grid.schema import GridSpec, Override, ResourceSpec
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 from gppo.grid.errors import SpecError
 from gppo.grid.expand import expand, sweep_id
 from gppo.grid.load import load_spec
@@ -64,7 +64,7 @@ def plan_rows(plan: Plan, *, regions: bool = True) -> list[dict[str, Any]]:
     the run id, which exists only once the launch creates the cell's run)."""
     from gppo import metrics as M
     from gppo.backends.base import get_backend
-    from gppo.sweep.tracking import resolve_tracking_uri
+    from gppo.store.tracking import resolve_tracking_uri
 
     backend = get_backend(plan.spec.backend)
     launcher_env = {

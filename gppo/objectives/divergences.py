@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gppo.errors import UnknownNameError
+
 Tensor = torch.Tensor
 
 _LOG2 = math.log(2.0)
@@ -74,13 +76,6 @@ def divergence(name: str) -> Callable[[Callable[[], Divergence]], Callable[[], D
 def known_divergences() -> list[str]:
     """Registered names (the ``alpha:<a>`` family is accepted on top of these)."""
     return list(_REGISTRY)
-
-
-class UnknownNameError(KeyError, ValueError):
-    """An unknown registry name: both a KeyError (registry lookup) and a ValueError (bad argument)."""
-
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
 
 
 def _unknown(name: object) -> UnknownNameError:

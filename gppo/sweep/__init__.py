@@ -10,7 +10,7 @@ Cluster (:mod:`gppo.sweep.cluster`)
     127.0.0.1 with free ports. ``Cluster.client()`` -> ``JobSubmissionClient``.
     ``stop_local_head(state_dir)`` stops only the head this package started there.
 
-Tracking (:mod:`gppo.sweep.tracking`)
+Tracking (:mod:`gppo.store.tracking`)
     ``Tracking(uri)`` (``None`` -> MLflow's default ``sqlite:///mlflow.db``, made absolute);
     ``.init_store()`` creates the schema (call once before jobs start); ``.experiment_id(name)``;
     ``.sweep_run(exp_id, sweep_id)`` -> parent run id; ``.create_cell_run(exp_id, parent_id,

@@ -12,10 +12,10 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.grid.plan import Plan
+from gppo.store.tracking import attempt_of, is_finished, latest_metric
 from gppo.sweep.cluster import Cluster, ensure_cluster, stop_local_head
 from gppo.sweep.dispatcher import ACTIVE, log_file
 from gppo.sweep.session import read_sweep, sweep_state_dir
-from gppo.sweep.tracking import attempt_of, is_finished, latest_metric
 
 
 @dataclass

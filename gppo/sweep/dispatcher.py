@@ -16,9 +16,10 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.backends.base import Job, get_backend
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
+from gppo.errors import SubmissionExists
+from gppo.store.tracking import Tracking, is_finished
 from gppo.sweep.cluster import Cluster
-from gppo.sweep.tracking import Tracking, is_finished
 
 ACTIVE = frozenset({"PENDING", "RUNNING"})
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
@@ -43,16 +44,12 @@ class Attempt:
     status: str = "PENDING"
 
 
-class SubmissionExists(RuntimeError):
-    """The cluster already has a job with this submission id."""
-
-
 class Dispatcher:
     """Submit, poll and stop the Ray jobs of one sweep; create and end their MLflow runs.
 
     Args:
         cluster: where jobs run (:func:`gppo.sweep.cluster.ensure_cluster`).
-        tracking: the sweep's store (:class:`gppo.sweep.tracking.Tracking`, store initialised).
+        tracking: the sweep's store (:class:`gppo.store.tracking.Tracking`, store initialised).
         experiment_id, parent_run_id, sweep_id: the sweep's MLflow coordinates
             (:meth:`Tracking.experiment_id`, :meth:`Tracking.sweep_run`).
     """

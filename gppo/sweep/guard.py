@@ -19,11 +19,9 @@ import ipaddress
 import os
 from urllib.parse import urlsplit
 
+from gppo.errors import StoreNotShared
+
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
-
-
-class StoreNotShared(ValueError):
-    """A remote cluster's jobs could not reach the tracking store (one-line message)."""
 
 
 def resolve_address(address: str | None) -> str | None:

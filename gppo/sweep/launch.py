@@ -24,8 +24,9 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.backends.base import get_backend
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 from gppo.grid.plan import Plan
+from gppo.store.tracking import attempt_of, is_finished, latest_metric
 from gppo.sweep.cluster import _alive
 from gppo.sweep.dispatcher import (
     ACTIVE,
@@ -40,7 +41,6 @@ from gppo.sweep.guard import check_store_reachable
 from gppo.sweep.lock import LaunchBusy, sweep_lock
 from gppo.sweep.session import SweepContext, open_sweep
 from gppo.sweep.signals import signals_set
-from gppo.sweep.tracking import attempt_of, is_finished, latest_metric
 
 log = logging.getLogger(__name__)
 PENDING, WAITING, RUNNING, ENDING, DONE = "pending", "waiting", "running", "ending", "done"
@@ -156,7 +156,7 @@ class Launcher:
 
         Raises :class:`gppo.sweep.guard.StoreNotShared` or :class:`LaunchBusy` before anything
         is submitted."""
-        from gppo.sweep.tracking import resolve_tracking_uri
+        from gppo.store.tracking import resolve_tracking_uri
 
         spec = self.plan.spec
         check_store_reachable(

@@ -35,10 +35,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from gppo.errors import LaunchBusy
 from gppo.grid.plan import Plan
+from gppo.store.tracking import Tracking, resolve_tracking_uri, retry_locked
 from gppo.sweep.cluster import _alive
 from gppo.sweep.guard import is_local_store
-from gppo.sweep.tracking import Tracking, resolve_tracking_uri, retry_locked
 from gppo.sweep.tuning.attrs import Owner, _process_started
 
 log = logging.getLogger(__name__)
@@ -47,10 +48,6 @@ HEARTBEAT_TAG = "gppo.lease.heartbeat"
 RELEASED_TAG = "gppo.lease.released"
 HEARTBEAT_S = float(os.environ.get("GPPO_LEASE_HEARTBEAT_S", "5"))
 STALE_S = float(os.environ.get("GPPO_LEASE_STALE_S", "30"))
-
-
-class LaunchBusy(RuntimeError):
-    """Another launcher holds this sweep (one-line message)."""
 
 
 def _generation(params: dict[str, str]) -> tuple[int, dict[str, Any]]:

@@ -235,7 +235,7 @@ def run_info_from(uri: str | None) -> Callable[[str], tuple[dict[str, float], di
     The store is opened on the first read (a finished cell), never before: a launch refused
     before dispatch (busy, guard) must not create or touch the store.
     """
-    from gppo.sweep.tracking import Tracking
+    from gppo.store.tracking import Tracking
 
     opened: list[Tracking] = []
 

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from gppo.grid.plan import Plan
+from gppo.store.tracking import Tracking, resolve_tracking_uri, state_root
 from gppo.sweep.cluster import Cluster, ensure_cluster
-from gppo.sweep.tracking import Tracking, resolve_tracking_uri, state_root
 
 
 def sweep_state_dir(plan: Plan) -> Path:

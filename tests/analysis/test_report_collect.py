@@ -8,7 +8,7 @@ from gppo import metrics as M
 from gppo.analysis.collect import collect
 from gppo.analysis.report import write_report
 from gppo.analysis.table import build_table1
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 
 BENCH = {"A": 0.40, "B": 0.20}
 BASE = {"A": 0.05, "B": 0.01}

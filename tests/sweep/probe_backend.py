@@ -9,7 +9,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from gppo.backends.base import Backend, Job, register_backend
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 
 PROBE_SCRIPT = str(Path(__file__).with_name("probe_job.py"))
 

@@ -29,7 +29,7 @@ def main() -> int:
     from mlflow.tracking import MlflowClient
 
     from gppo import metrics as M
-    from gppo.sweep.tracking import log_metrics, retry_locked
+    from gppo.store.tracking import log_metrics, retry_locked
 
     client = MlflowClient(os.environ[M.ENV_TRACKING_URI])
     run_id = os.environ[M.ENV_RUN_ID]

@@ -8,12 +8,12 @@ import time
 
 from mlflow.tracking import MlflowClient
 
-from gppo.sweep.tracking import Tracking
+from gppo.store.tracking import Tracking
 
 WRITER = r"""
 import os, sys, time
 from mlflow.tracking import MlflowClient
-from gppo.sweep.tracking import log_metrics, retry_locked
+from gppo.store.tracking import log_metrics, retry_locked
 uri, run_id, barrier, steps, me = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 client = MlflowClient(uri)
 client.get_run(run_id)  # connect before the barrier

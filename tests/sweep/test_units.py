@@ -6,10 +6,10 @@ import pytest
 from filelock import FileLock
 
 from gppo.grid import load_plan
+from gppo.store.tracking import cell_params, resolve_tracking_uri, state_root
 from gppo.sweep.dispatcher import submission_id
 from gppo.sweep.launch import LaunchBusy, Launcher, backoff
 from gppo.sweep.session import sweep_state_dir
-from gppo.sweep.tracking import cell_params, resolve_tracking_uri, state_root
 
 from .conftest import write_spec
 
@@ -56,7 +56,7 @@ def test_one_launcher_per_sweep(tmp_path):
 def test_driver_backends_submit_their_entrypoint_without_gpus():
     """verl's entrypoint starts its own GPU actors: holding the cell's GPUs would deadlock it."""
     from gppo.backends.base import Job
-    from gppo.grid.cell import Cell, Resources
+    from gppo.cell import Cell, Resources
     from gppo.sweep.dispatcher import entrypoint_resources
 
     res = Resources(num_cpus=4, num_gpus=8, memory_gb=64)
@@ -93,7 +93,7 @@ def test_driver_backends_submit_their_entrypoint_without_gpus():
 
 
 def test_transient_store_errors_are_retried_and_others_are_not():
-    from gppo.sweep.tracking import retry_locked
+    from gppo.store.tracking import retry_locked
 
     calls = []
 

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from gppo import metrics as M
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 
 
 def _parse_value(text: str) -> Any:

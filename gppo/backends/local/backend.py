@@ -8,7 +8,7 @@ from pydantic import BaseModel
 
 from gppo.backends.base import Backend, Job, register_backend
 from gppo.backends.local.settings import LocalSettings
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 
 
 @register_backend

@@ -1,13 +1,13 @@
 """Writing one cell's metrics into its MLflow run: buffered ``log_batch`` calls, never one call
-per metric; SQLite "database is locked" errors are retried (``gppo.sweep.tracking``)."""
+per metric; SQLite "database is locked" errors are retried (``gppo.store.tracking``)."""
 
 from __future__ import annotations
 
 import time
 from typing import Any
 
-from gppo.grid.cell import Cell
-from gppo.sweep.tracking import cell_params, retry_locked
+from gppo.cell import Cell
+from gppo.store.tracking import cell_params, retry_locked
 
 
 class RunLogger:

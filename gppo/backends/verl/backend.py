@@ -31,7 +31,7 @@ from typing import ClassVar
 from gppo.backends.base import Backend, Job, register_backend
 from gppo.backends.verl.overrides import cell_overrides
 from gppo.backends.verl.settings import DOMAIN_BENCHMARKS, VerlSettings
-from gppo.grid.cell import Cell, Resources
+from gppo.cell import Cell, Resources
 
 PLUGIN_MODULE = "gppo.backends.verl.plugin"
 #: Env vars verl's ``main_ppo`` puts in its own ``ray.init`` runtime env (constants_ppo.py): the

@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from gppo.errors import BackendError
+
 
 def _platform_class() -> type:
     from verl.plugin.platform.platform_base import PlatformBase
@@ -94,7 +96,7 @@ def _platform_class() -> type:
 _INSTALLED: Any = None
 
 
-class PlatformTooLate(RuntimeError):
+class PlatformTooLate(BackendError, RuntimeError):
     """verl's engine module was imported before the CPU platform was installed."""
 
 

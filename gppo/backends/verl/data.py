@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gppo.backends.verl.reward import CODE_SCORERS, SCORER_OF
+from gppo.errors import BackendError
 
 MATH_TEMPLATE = (
     "Solve the following math problem step by step. The last line of your response should be of "
@@ -48,7 +49,7 @@ MATH_ANSWER_KEYS = ("ground_truth", "answer")
 CODE_TEST_KEYS = ("ground_truth", "input_output", "test_cases", "tests")
 
 
-class DataPrepError(ValueError):
+class DataPrepError(BackendError):
     """The input cannot be converted (the message names the file and the bad rows)."""
 
 

@@ -24,7 +24,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from gppo.backends.verl.settings import VerlSettings
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
+from gppo.errors import BackendError
 
 ACTOR = "actor_rollout_ref.actor"
 POLICY_LOSS = f"{ACTOR}.policy_loss"
@@ -61,7 +62,7 @@ BASELINE_PARAM_KEYS: dict[str, str] = {
 GPPO_PARAM_FIELDS = ("divergence", "estimator", "delta", "r_min", "dual_clip")
 
 
-class OverrideError(ValueError):
+class OverrideError(BackendError):
     """A cell that cannot be expressed as verl overrides (one-line message)."""
 
 

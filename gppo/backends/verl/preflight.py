@@ -30,7 +30,8 @@ import torch
 from gppo import metrics as gm
 from gppo.backends.verl import synthetic as sy
 from gppo.backends.verl.metrics_map import DIAGNOSTIC_KEYS, mapped_points
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
+from gppo.errors import BackendError
 
 ATOL = 1e-6
 
@@ -188,7 +189,7 @@ def _loss_path(cell: Cell, actor: Any, settings: Any, b: int, r: int) -> str:
     )
 
 
-class NotAVerlSpec(ValueError):
+class NotAVerlSpec(BackendError):
     """``check`` was given a spec of another backend, or verl is not installed (one line)."""
 
 

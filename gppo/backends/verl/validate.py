@@ -22,8 +22,10 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from gppo.errors import BackendError
 
-class VerlConfigError(ValueError):
+
+class VerlConfigError(BackendError):
     """An override that verl's config refuses (the message is one line)."""
 
 

@@ -1,6 +1,6 @@
 """Trials as Ray jobs through the sweep's own machinery (the tuner's only Ray and MLflow writes).
 
-A study is a sweep with id ``<study>-tune``: the same store (:class:`gppo.sweep.tracking.Tracking`),
+A study is a sweep with id ``<study>-tune``: the same store (:class:`gppo.store.tracking.Tracking`),
 experiment (``tracking.experiment`` or the spec name) and parent run (TAG_ROLE=sweep, plus
 TAG_STUDY_NAME), the same cluster (:func:`gppo.sweep.cluster.ensure_cluster`: an address,
 ``RAY_ADDRESS``, or a detached local head recorded in ``.gppo/<study>-tune/`` beside the store,
@@ -18,10 +18,10 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.backends.base import get_backend
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
+from gppo.store.tracking import Tracking, resolve_tracking_uri, state_root
 from gppo.sweep.cluster import ensure_cluster, stop_local_head
 from gppo.sweep.dispatcher import Attempt, Dispatcher, SubmissionExists
-from gppo.sweep.tracking import Tracking, resolve_tracking_uri, state_root
 
 PENDING, RUNNING, SUCCEEDED = "PENDING", "RUNNING", "SUCCEEDED"
 #: the job id is not known to the cluster (never submitted, or a new cluster)

@@ -19,10 +19,11 @@ from dataclasses import dataclass, field
 import optuna
 from optuna.trial import TrialState
 
+from gppo.errors import TuneError
 from gppo.grid import SpecError
+from gppo.store.tracking import resolve_tracking_uri
 from gppo.sweep.guard import check_store_reachable
 from gppo.sweep.signals import signals_set
-from gppo.sweep.tracking import resolve_tracking_uri
 from gppo.sweep.tuning import attrs, jobs, readback
 from gppo.sweep.tuning.cells import check_spec, trial_cell
 from gppo.sweep.tuning.percell import enqueue_default
@@ -30,10 +31,6 @@ from gppo.sweep.tuning.progress import Progress
 from gppo.sweep.tuning.space import suggest
 from gppo.sweep.tuning.spec import TuneSpec
 from gppo.sweep.tuning.study import open_study
-
-
-class TuneError(RuntimeError):
-    """The study could not reach its trial count (too many failed trials)."""
 
 
 @dataclass

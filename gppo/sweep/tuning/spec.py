@@ -46,18 +46,15 @@ from pydantic import (
     model_validator,
 )
 
+from gppo.errors import TuneSpecError
 from gppo.grid import registries
-from gppo.grid.errors import SpecError, from_validation_error
+from gppo.grid.errors import from_validation_error
 
 #: Grid-spec keys a tuning spec may not set: the design space lives in ``tune.space``.
 FORBIDDEN_BASE_KEYS = ("grid", "baselines", "baseline_params")
 NAME_PATTERN = r"^[A-Za-z0-9._-]+$"
 #: The divergence entry that stands for the ``alpha:<a>`` family with a continuous ``a``.
 ALPHA_FAMILY = "alpha"
-
-
-class TuneSpecError(SpecError):
-    """A malformed tuning spec; ``str(err)`` is one line, ``FILE: field.path: message``."""
 
 
 class _Strict(BaseModel):

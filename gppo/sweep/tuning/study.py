@@ -10,7 +10,7 @@ from pathlib import Path
 
 import optuna
 
-from gppo.sweep.tracking import resolve_tracking_uri, state_root
+from gppo.store.tracking import resolve_tracking_uri, state_root
 from gppo.sweep.tuning.spec import (
     HyperbandPrunerSpec,
     MedianPrunerSpec,

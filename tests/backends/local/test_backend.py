@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from gppo.backends.base import get_backend
 from gppo.backends.local.settings import LocalSettings
-from gppo.grid.cell import Cell, Resources
+from gppo.cell import Cell, Resources
 
 
 def test_settings_defaults_and_extra_keys_forbidden() -> None:

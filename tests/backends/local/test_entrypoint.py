@@ -9,7 +9,7 @@ import sys
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 
 TINY = {
     "d_model": 32,

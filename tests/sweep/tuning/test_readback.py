@@ -12,7 +12,7 @@ from pathlib import Path
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
-from gppo.sweep.tracking import log_metrics
+from gppo.store.tracking import log_metrics
 from gppo.sweep.tuning.attrs import HEARTBEAT, OWNER, Owner, owner_alive
 from gppo.sweep.tuning.readback import intermediate_values, objective_value
 

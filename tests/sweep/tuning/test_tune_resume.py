@@ -16,7 +16,7 @@ import pytest
 from optuna.trial import TrialState
 
 from gppo import metrics as M
-from gppo.sweep.tracking import Tracking
+from gppo.store.tracking import Tracking
 from gppo.sweep.tuning import attrs as A
 from gppo.sweep.tuning import load_tune_spec, open_study, run_tuning
 

@@ -18,7 +18,7 @@ def main() -> int:
     from mlflow.tracking import MlflowClient
 
     from gppo import metrics as M
-    from gppo.sweep.tracking import log_metrics, retry_locked
+    from gppo.store.tracking import log_metrics, retry_locked
 
     q = 1.0 / (1.0 + (math.log10(s["lr"]) + 3.0) ** 2)
     q += 0.1 if cell["estimator"] == "atomic" else 0.0

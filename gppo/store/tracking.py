@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from gppo import metrics as M
-from gppo.grid.cell import Cell
+from gppo.cell import Cell
 
 T = TypeVar("T")
 DEFAULT_URI = "sqlite:///mlflow.db"
