@@ -37,7 +37,7 @@ cat > "$WORK/val.jsonl" <<'JSONL'
 {"problem": "What is 1 + 1?", "answer": "2"}
 {"problem": "What is 5 + 5?", "answer": "10"}
 JSONL
-PREPARE=("$PYTHON" -c "from gppo.backends.verl.commands import data_app; data_app()" prepare)
+PREPARE=("$PYTHON" -c "from gppo.cli.data import data_app; data_app()" prepare)
 "${PREPARE[@]}" "$WORK/train.jsonl" "$WORK/train.parquet" -s dapo_math_17k
 "${PREPARE[@]}" "$WORK/val.jsonl" "$WORK/aime24.parquet" -s aime24 --split test
 

@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 #: public name -> the module that defines it (imported on first use: the CLI imports
-#: ``gppo.analysis.commands`` at start-up, and MLflow/pandas must not slow down ``--help``)
+#: ``gppo.cli.report`` at start-up, and MLflow/pandas must not slow down ``--help``)
 _EXPORTS = {
     "Collected": "collect",
     "collect": "collect",

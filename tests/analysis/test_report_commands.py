@@ -8,9 +8,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gppo.analysis.commands import regions, report
 from gppo.analysis.report import resolve_spec
 from gppo.analysis.tidy import ReportInputError, read_scores_csv
+from gppo.cli.report import regions, report
 
 PAPER_CSV = Path(__file__).parent / "data" / "paper_table1.csv"
 HEADER = "domain,cell,benchmark,seed,score\n"

@@ -11,7 +11,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gppo.analysis.commands import report
+from gppo.cli.report import report
 
 app = typer.Typer()
 app.command()(report)

@@ -131,7 +131,7 @@ def test_import_and_job_without_verl(all_paper_cells):
         "sys.modules['verl'] = None  # as if not installed\n"
         "from gppo.cell import Cell\n"
         "from gppo.backends.base import get_backend\n"
-        "import gppo.backends.verl.backend, gppo.backends.verl.commands\n"
+        "import gppo.backends.verl.backend, gppo.cli.data\n"
         f"job = get_backend('verl').job(Cell.from_json({cell.to_json()!r}))\n"
         "assert not [m for m in sys.modules if m.startswith('verl.')]\n"
         "print(job.entrypoint)\n"

@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from gppo.backends.verl.commands import data_app
 from gppo.backends.verl.data import DataPrepError, prepare
 from gppo.backends.verl.reward import compute_score
+from gppo.cli.data import data_app
 
 from .conftest import DATA
 

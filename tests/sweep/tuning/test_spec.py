@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from gppo.sweep.tune_commands import tune
+from gppo.cli.tune import tune
 from gppo.sweep.tuning import TuneSpecError, load_tune_spec
 from gppo.sweep.tuning.cells import check_spec
 

@@ -14,9 +14,9 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 from gppo import metrics as M
+from gppo.cli.tune import tune
 from gppo.grid import load_plan
 from gppo.store.tracking import Tracking
-from gppo.sweep.tune_commands import tune
 from gppo.sweep.tuning import load_tune_spec, open_study, run_tuning, storage_url
 from gppo.sweep.tuning.jobs import TAG_TRIAL_STATE, study_sweep_id
 

@@ -4,7 +4,7 @@ Ray and MLflow are imported inside the commands that need them, so ``--help`` an
 fast. Spec errors print one line (``FILE: field.path: message``) on stderr and exit with code 2.
 
 Other packages add commands with :func:`add_command` / :func:`add_group`, e.g.
-``add_command(gppo.analysis.commands.report)`` or ``add_group(tune_app, "tune")``.
+``add_command(gppo.cli.report.report)`` or ``add_group(tune_app, "tune")``.
 """
 
 from __future__ import annotations
@@ -298,9 +298,9 @@ def ui(
 
 def _register_other_packages() -> None:
     """The commands that live beside the library they drive (report, regions, tune, data)."""
-    from gppo.analysis.commands import regions, report
-    from gppo.backends.verl.commands import data_app
-    from gppo.sweep.tune_commands import tune
+    from gppo.cli.data import data_app
+    from gppo.cli.report import regions, report
+    from gppo.cli.tune import tune
 
     add_command(report)
     add_command(regions)
@@ -315,5 +315,3 @@ def main() -> None:  # pragma: no cover - console entry point
     app()
 
 
-if __name__ == "__main__":  # pragma: no cover
-    app()
