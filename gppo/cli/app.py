@@ -313,5 +313,3 @@ _register_other_packages()
 
 def main() -> None:  # pragma: no cover - console entry point
     app()
-
-
