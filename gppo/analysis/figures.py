@@ -43,13 +43,11 @@ def region_bounds(
     delta: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """(r_lo, r_hi, δ) of one cell at behaviour probabilities ``mu`` (δ calibrated from r_min)."""
-    import torch
-
-    from gppo.objectives import calibrate_delta, proximal_region
+    from gppo.objectives.regions import calibrate_delta, clip_interval
 
     delta = calibrate_delta(divergence, r_min) if delta is None else float(delta)
-    lo, hi = proximal_region(divergence, estimator, delta, torch.as_tensor(mu, dtype=torch.float64))
-    return lo.detach().cpu().numpy(), hi.detach().cpu().numpy(), delta
+    lo, hi = clip_interval(divergence, estimator, delta, mu)
+    return lo.numpy(), hi.numpy(), delta
 
 
 def region_table(

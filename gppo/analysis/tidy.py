@@ -21,13 +21,14 @@ run_id         MLflow run id ("" for CSV input or missing cells)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pandas as pd
 
 from gppo.cell import Cell
 from gppo.errors import ReportError
+from gppo.registry import LazyMapping
 
 TIDY_COLUMNS = (
     "domain",
@@ -45,8 +46,16 @@ CSV_OPTIONAL = ("status", "steps", "wall_time_s", "run_id")
 STATUSES = ("finished", "failed", "running", "missing")
 BASE = "base"
 
-#: Method aliases of the grid (gppo/objectives/methods.py) and the cell they occupy.
-ALIAS_CELLS = {"grpo": "tv/mc", "dapo": "kl/mc", "dppo": "tv/binary", "ripo": "chi2/atomic"}
+
+def _alias_cells() -> dict[str, str]:
+    from gppo.objectives.methods import alias_cells
+
+    return alias_cells()
+
+
+#: Method aliases of the grid and the cell they occupy (``grpo`` -> ``tv/mc``), read from the
+#: method registry on first use (reading a CSV does not import torch).
+ALIAS_CELLS: Mapping[str, str] = LazyMapping(_alias_cells)
 
 
 class ReportInputError(ReportError):

@@ -14,7 +14,6 @@ run named by ``MLFLOW_RUN_ID`` using the names in :mod:`gppo.metrics`:
 
 from __future__ import annotations
 
-import importlib
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
@@ -24,6 +23,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel
 
 from gppo.cell import Cell, Resources
+from gppo.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -74,26 +74,26 @@ class Backend(ABC):
         """Turn one resolved cell into the job that trains and evaluates it (pure)."""
 
 
-_REGISTRY: dict[str, type[Backend]] = {}
-#: Built-in backends, imported on first use so that ``import gppo`` stays light.
-_BUILTIN_MODULES = {"local": "gppo.backends.local.backend", "verl": "gppo.backends.verl.backend"}
+#: the backends by name; the built-in ones are lazy (imported on first use) so that ``import
+#: gppo`` stays light (no verl, no torch).
+BACKENDS: Registry[type[Backend]] = Registry("backend")
+BACKENDS.add_lazy("local", "gppo.backends.local.backend")
+BACKENDS.add_lazy("verl", "gppo.backends.verl.backend")
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:
-    """Class decorator adding a backend to the registry under ``cls.name``."""
-    _REGISTRY[cls.name] = cls
-    return cls
+    """Class decorator adding a backend to the registry under ``cls.name`` (a taken name raises
+    :class:`~gppo.errors.DuplicateNameError`)."""
+    return BACKENDS.add(cls.name, cls)
 
 
 def known_backends() -> list[str]:
-    return sorted(set(_REGISTRY) | set(_BUILTIN_MODULES))
+    """Registered names (built-in ones first, then those of plug-ins in import order)."""
+    return BACKENDS.names()
 
 
 def get_backend(name: str) -> Backend:
-    """Instantiate the backend registered as ``name``; unknown names list the known ones."""
-    if name not in _REGISTRY and name in _BUILTIN_MODULES:
-        importlib.import_module(_BUILTIN_MODULES[name])
-    try:
-        return _REGISTRY[name]()
-    except KeyError:
-        raise KeyError(f"unknown backend {name!r}; known: {', '.join(known_backends())}") from None
+    """Instantiate the backend registered as ``name``; unknown names list the known ones
+    (:class:`~gppo.errors.UnknownNameError`); a built-in one whose module fails to import raises
+    that ImportError."""
+    return BACKENDS.get(name)()

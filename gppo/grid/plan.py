@@ -46,15 +46,10 @@ def region_preview(cell: Cell, mus: tuple[float, ...] = PREVIEW_MUS) -> list[lis
     """Per μ the clip interval ``[r_lo, r_hi]`` of a gppo cell (after ``ratio_bounds``)."""
     if cell.method != "gppo" or cell.divergence is None or cell.delta is None:
         return None
-    import torch
+    from gppo.objectives.regions import clip_interval
 
-    from gppo.objectives import proximal_region
-
-    mu = torch.tensor(mus, dtype=torch.float64)
-    lo, hi = proximal_region(cell.divergence, cell.estimator, cell.delta, mu)
     bounds = cell.loss_params.get("ratio_bounds")
-    if bounds:
-        lo, hi = lo.clamp(min=bounds[0]), hi.clamp(max=bounds[1])
+    lo, hi = clip_interval(cell.divergence, cell.estimator, cell.delta, mus, bounds)
     return [[float(a), float(b)] for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
 
 

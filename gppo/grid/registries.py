@@ -1,66 +1,47 @@
-"""Name checks against the project's registries (objectives, backends), imported lazily.
+"""The spec's name checks, as a thin adapter over the registries (objectives, backends).
 
-Every check returns the canonical name or raises ``ValueError`` whose message names the bad value
-and lists the known ones (the loader turns it into one ``FILE: path: message`` line).
+Every check returns the canonical name or raises the registry's
+:class:`~gppo.errors.UnknownNameError` (a ``ValueError``), worded once for every registry::
+
+    unknown divergence 'kll'; known: tv, chi2, kl, hellinger, rkl, js (and alpha:<a>)
+
+The loader turns it into one ``FILE: path: message`` line. The backend registry is imported on
+first use (a backend module may import the grid).
 """
 
 from __future__ import annotations
 
-import math
 from functools import lru_cache
 
-
-@lru_cache(maxsize=1)
-def known_divergences() -> tuple[str, ...]:
-    from gppo.objectives.divergences import known_divergences as _known
-
-    return tuple(sorted(n for n in _known() if not n.startswith("alpha")))
-
-
-@lru_cache(maxsize=1)
-def known_estimators() -> tuple[str, ...]:
-    from gppo.objectives.estimators import known_estimators as _known
-
-    return tuple(sorted(_known()))
-
-
-def _alpha(name: str) -> str | None:
-    """Canonical ``alpha:<a>`` (a finite float, not 0 or 1), or None when not of that family."""
-    if not name.startswith("alpha:"):
-        return None
-    try:
-        a = float(name.removeprefix("alpha:"))
-    except ValueError:
-        return None
-    if not math.isfinite(a):
-        return None
-    return f"alpha:{a:g}"
+from gppo.objectives.divergences import canonical_divergence
+from gppo.objectives.estimators import ESTIMATORS
+from gppo.objectives.methods import BASELINE, METHODS
 
 
 @lru_cache(maxsize=4096)
 def check_divergence(name: str) -> str:
-    if name in known_divergences():
-        return name
-    alpha = _alpha(name)
-    if alpha is not None:
-        return alpha
-    known = ", ".join([*known_divergences(), "alpha:<a>"])
-    raise ValueError(f"unknown divergence {name!r}; known: {known}")
+    """A registered divergence or ``alpha:<a>`` (spelt ``alpha:{a:g}``)."""
+    return canonical_divergence(name)
 
 
 def check_estimator(name: str) -> str:
-    if name in known_estimators():
-        return name
-    raise ValueError(f"unknown estimator {name!r}; known: {', '.join(known_estimators())}")
+    """A registered estimator."""
+    ESTIMATORS.get(name)
+    return name
+
+
+def check_baseline(name: str) -> str:
+    """A baseline method (tagged ``baseline`` in the method registry)."""
+    METHODS.get(name, tag=BASELINE)
+    return name
 
 
 def check_backend(name: str) -> str:
+    """A registered backend whose module imports."""
     from gppo.backends.base import get_backend
 
     try:
         get_backend(name)
-    except KeyError as exc:
-        raise ValueError(exc.args[0]) from None
     except ImportError as exc:  # a built-in backend whose module is missing or broken
         raise ValueError(f"backend {name!r} is not available ({exc})") from None
     return name
@@ -68,12 +49,7 @@ def check_backend(name: str) -> str:
 
 def resolve_method_params(method: str, params: dict) -> dict:
     """The method's paper defaults merged with ``params`` (unknown keys -> ValueError)."""
-    from gppo.objectives.methods import get_method
-
-    try:
-        return dict(get_method(method).resolve(dict(params)))
-    except KeyError as exc:
-        raise ValueError(str(exc.args[0]) if exc.args else str(exc)) from None
+    return dict(METHODS.get(method).resolve(dict(params)))
 
 
 @lru_cache(maxsize=4096)

@@ -6,9 +6,11 @@ Fields and defaults::
     backend: local                 any registered backend (local | verl | ...)
     <backend>: {}                  the backend's own section (``local:`` / ``verl:``), validated
                                    by its ``settings_model``; stored as ``GridSpec.settings``
-    grid.divergences: [tv, chi2, kl, hellinger]     registry names or alpha:<a>; unique
-    grid.estimators: [mc, atomic, binary]           registry names; unique
-    baselines: []                  any of gspo, gmpo, sapo, cispo, clip_cov
+    grid.divergences: [tv, chi2, kl, hellinger]     registry names or alpha:<a>; unique;
+                                   default: the divergences tagged ``paper``
+    grid.estimators: [mc, atomic, binary]           registry names; unique; default: the
+                                   estimators tagged ``paper``
+    baselines: []                  any method tagged ``baseline``: gspo, gmpo, sapo, cispo, clip_cov
     baseline_params: {}            {baseline: {param: value}}, checked by the method registry
     objective: {ratio_bounds: [0.5, 10.0], dual_clip: 10.0, loss_agg_mode: token-mean}
     calibration: {r_min: 0.8, delta: {}}   delta keyed by divergence, cell id or cell id-sN
@@ -44,18 +46,17 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from gppo.grid import registries
 from gppo.objectives.aggregation import AGG_MODES
+from gppo.objectives.divergences import paper_divergences
+from gppo.objectives.estimators import paper_estimators
+from gppo.objectives.methods import baseline_names
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-DEFAULT_DIVERGENCES = ("tv", "chi2", "kl", "hellinger")
-DEFAULT_ESTIMATORS = ("mc", "atomic", "binary")
-BASELINES = ("gspo", "gmpo", "sapo", "cispo", "clip_cov")
-LOSS_AGG_MODES = AGG_MODES  # the aggregations the losses implement (verl's, MATH.md)
-
-
-def _check_baseline(name: str) -> str:
-    if name not in BASELINES:
-        raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}")
-    return name
+#: the default grid, the paper's 4 x 3 (tagged ``paper`` in the registries, registration order)
+DEFAULT_DIVERGENCES = tuple(paper_divergences())
+DEFAULT_ESTIMATORS = tuple(paper_estimators())
+#: the baselines a spec may name (tagged ``baseline`` in the method registry)
+BASELINES = tuple(baseline_names())
+LOSS_AGG_MODES = AGG_MODES  # the aggregations the losses implement (verl's)
 
 
 def _check_seed(seed: int) -> int:
@@ -66,7 +67,7 @@ def _check_seed(seed: int) -> int:
 
 DivergenceName = Annotated[str, AfterValidator(registries.check_divergence)]
 EstimatorName = Annotated[str, AfterValidator(registries.check_estimator)]
-BaselineName = Annotated[str, AfterValidator(_check_baseline)]
+BaselineName = Annotated[str, AfterValidator(registries.check_baseline)]
 Seed = Annotated[int, AfterValidator(_check_seed)]
 
 

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gppo.errors import UnknownNameError
+from gppo.registry import Registry
 
 Tensor = torch.Tensor
 
@@ -56,53 +56,67 @@ class Divergence:
         return float(self.f_of_ratio(torch.tensor(float(r), dtype=torch.float64)))
 
 
-_REGISTRY: dict[str, Callable[[], Divergence]] = {}
-_CACHE: dict[str, Divergence] = {}
 ALPHA_PREFIX = "alpha:"
+#: tag of the divergences of the paper's grid (Table 1): tv, chi2, kl, hellinger
+PAPER = "paper"
+#: the generators by name: zero-argument factories returning a :class:`Divergence`
+DIVERGENCES: Registry[Callable[[], Divergence]] = Registry(
+    "divergence", families=(f"{ALPHA_PREFIX}<a>",)
+)
+_CACHE: dict[str, Divergence] = {}
 
 
-def divergence(name: str) -> Callable[[Callable[[], Divergence]], Callable[[], Divergence]]:
-    """Register a zero-argument factory returning a :class:`Divergence` under ``name``."""
-
-    def deco(factory: Callable[[], Divergence]) -> Callable[[], Divergence]:
-        if name in _REGISTRY:
-            raise ValueError(f"divergence {name!r} is already registered")
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
+def divergence(
+    name: str, *, paper: bool = False
+) -> Callable[[Callable[[], Divergence]], Callable[[], Divergence]]:
+    """Register a zero-argument factory returning a :class:`Divergence` under ``name``
+    (``paper=True``: one of the paper's four, the default grid)."""
+    return DIVERGENCES.register(name, tags=(PAPER,) if paper else ())
 
 
 def known_divergences() -> list[str]:
     """Registered names (the ``alpha:<a>`` family is accepted on top of these)."""
-    return list(_REGISTRY)
+    return DIVERGENCES.names()
 
 
-def _unknown(name: object) -> UnknownNameError:
-    return UnknownNameError(
-        f"unknown divergence {name!r}: known divergences are {known_divergences()} "
-        f"plus the parametric family '{ALPHA_PREFIX}<a>' (e.g. 'alpha:0.5')"
-    )
+def paper_divergences() -> list[str]:
+    """The paper's four divergences in registration order: the default grid."""
+    return DIVERGENCES.names(PAPER)
+
+
+def parse_alpha(name: object) -> float | None:
+    """The ``a`` of ``alpha:<a>`` (any finite real), or None when ``name`` is not of that family."""
+    if not isinstance(name, str) or not name.startswith(ALPHA_PREFIX):
+        return None
+    try:
+        a = float(name[len(ALPHA_PREFIX) :])
+    except ValueError:
+        return None
+    return a if math.isfinite(a) else None
+
+
+def canonical_divergence(name: str) -> str:
+    """``name`` when registered, ``alpha:<a>`` spelt with ``{a:g}`` for the family (``alpha:0.50``
+    -> ``alpha:0.5``); :class:`~gppo.errors.UnknownNameError` otherwise."""
+    if name in DIVERGENCES:
+        return name
+    a = parse_alpha(name)
+    if a is None:
+        raise DIVERGENCES.unknown(name)
+    return f"{ALPHA_PREFIX}{a:g}"
 
 
 def get_divergence(name: str) -> Divergence:
     """The generator called ``name`` (a registered name or ``alpha:<a>``); KeyError otherwise."""
-    if not isinstance(name, str):
-        raise _unknown(name)
-    if name in _CACHE:
+    if isinstance(name, str) and name in _CACHE:
         return _CACHE[name]
-    if name in _REGISTRY:
-        div = _REGISTRY[name]()
-    elif name.startswith(ALPHA_PREFIX):
-        try:
-            a = float(name[len(ALPHA_PREFIX) :])
-        except ValueError:
-            raise _unknown(name) from None
-        if not math.isfinite(a):
-            raise _unknown(name)
-        div = _alpha(a, name)
+    if name in DIVERGENCES:
+        div = DIVERGENCES.get(name)()
     else:
-        raise _unknown(name)
+        a = parse_alpha(name)
+        if a is None:
+            raise DIVERGENCES.unknown(name)
+        div = _alpha(a, name)
     _CACHE[name] = div
     return div
 
@@ -112,7 +126,7 @@ def _xexpx(t: Tensor) -> Tensor:
     return torch.where(t == -math.inf, torch.zeros_like(t), t * torch.exp(t))
 
 
-@divergence("tv")
+@divergence("tv", paper=True)
 def _tv() -> Divergence:
     # |r - 1|, no 1/2: delta_TV = 0.2 equals PPO's epsilon = 0.2.
     return Divergence(
@@ -124,7 +138,7 @@ def _tv() -> Divergence:
     )
 
 
-@divergence("chi2")
+@divergence("chi2", paper=True)
 def _chi2() -> Divergence:
     return Divergence(
         "chi2",
@@ -134,7 +148,7 @@ def _chi2() -> Divergence:
     )
 
 
-@divergence("kl")
+@divergence("kl", paper=True)
 def _kl() -> Divergence:
     # -log r: D_f(pi || mu) = KL(mu || pi); negative for r > 1.
     return Divergence(
@@ -147,7 +161,7 @@ def _kl() -> Divergence:
     )
 
 
-@divergence("hellinger")
+@divergence("hellinger", paper=True)
 def _hellinger() -> Divergence:
     return Divergence(
         "hellinger",

@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .divergences import Divergence, UnknownNameError
+from gppo.registry import Registry
+
+from .divergences import Divergence
 
 Tensor = torch.Tensor
 
@@ -49,30 +51,32 @@ class Estimator:
         return binary_estimate(div, t, log_mu)[0]
 
 
-_REGISTRY: dict[str, Estimator] = {}
+#: tag of the estimators of the paper's grid (Table 1): mc, atomic, binary
+PAPER = "paper"
+#: the estimators by name
+ESTIMATORS: Registry[Estimator] = Registry("estimator")
 
 
-def estimator(est: Estimator) -> Estimator:
-    """Register an :class:`Estimator` under its name."""
-    if est.name in _REGISTRY:
-        raise ValueError(f"estimator {est.name!r} is already registered")
+def estimator(est: Estimator, *, paper: bool = False) -> Estimator:
+    """Register an :class:`Estimator` under its name (``paper=True``: one of the paper's three)."""
     if est.kind not in ("abs", "bernoulli"):
         raise ValueError(f"estimator kind must be 'abs' or 'bernoulli', got {est.kind!r}")
-    _REGISTRY[est.name] = est
-    return est
+    return ESTIMATORS.add(est.name, est, tags=(PAPER,) if paper else ())
 
 
 def known_estimators() -> list[str]:
-    return list(_REGISTRY)
+    """Registered names, in registration order."""
+    return ESTIMATORS.names()
+
+
+def paper_estimators() -> list[str]:
+    """The paper's three estimators in registration order: the default grid."""
+    return ESTIMATORS.names(PAPER)
 
 
 def get_estimator(name: str) -> Estimator:
-    try:
-        return _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise UnknownNameError(
-            f"unknown estimator {name!r}: known estimators are {known_estimators()}"
-        ) from None
+    """The estimator called ``name``; :class:`~gppo.errors.UnknownNameError` otherwise."""
+    return ESTIMATORS.get(name)
 
 
 def log1mexp(x: Tensor) -> Tensor:
@@ -107,13 +111,15 @@ def binary_estimate(div: Divergence, t: Tensor, log_mu: Tensor) -> tuple[Tensor,
 
 
 estimator(
-    Estimator("mc", kind="abs", weight=lambda log_mu: torch.ones_like(log_mu), formula="|f(r)|")
+    Estimator("mc", kind="abs", weight=lambda log_mu: torch.ones_like(log_mu), formula="|f(r)|"),
+    paper=True,
 )
-estimator(Estimator("atomic", kind="abs", weight=torch.exp, formula="mu |f(r)|"))
+estimator(Estimator("atomic", kind="abs", weight=torch.exp, formula="mu |f(r)|"), paper=True)
 estimator(
     Estimator(
         "binary",
         kind="bernoulli",
         formula="mu f(r) + (1 - mu) f((1 - mu r)/(1 - mu))",
-    )
+    ),
+    paper=True,
 )

@@ -1,10 +1,14 @@
-"""Method registry: name -> loss and paper-default hyper-parameters (CONVENTIONS.md).
+"""Method registry: name -> loss and paper-default hyper-parameters (docs/conventions.md).
 
 * ``gppo``: any cell; needs ``divergence`` and ``estimator``.
 * aliases (GPPO cells): ``grpo`` = tv/mc (PPO clip at eps = delta = 0.2), ``dapo`` = kl/mc
   ([e^-delta, e^delta] = [0.8, 1.25]), ``dppo`` = tv/binary at delta = 2 tau (|pi - mu| <= tau),
   ``ripo`` = chi2/atomic (1 +- sqrt(delta / mu)).
 * baselines: ``gspo``, ``gmpo``, ``sapo``, ``cispo``, ``clip_cov`` (:mod:`.baselines`).
+
+The aliases are tagged ``alias`` and the baselines ``baseline`` in :data:`METHODS`; the report's
+alias table (:func:`alias_cells`) and the spec's list of baselines (:func:`baseline_names`) are
+read from here.
 
 ``get_method(name).loss(old_log_prob, log_prob, advantages, response_mask, *,
 loss_agg_mode="token-mean", global_batch_info=None, **params)``; ``params`` are merged over
@@ -21,8 +25,10 @@ from typing import Any
 
 import torch
 
+from gppo.registry import Registry
+
 from . import baselines
-from .divergences import UnknownNameError, get_divergence
+from .divergences import get_divergence
 from .estimators import get_estimator
 from .losses import gppo_policy_loss
 
@@ -100,27 +106,41 @@ class Method:
         )
 
 
-_METHODS: dict[str, Method] = {}
+#: tag of the methods that are a named GPPO cell (grpo = tv/mc, ...; the paper's §3.4)
+ALIAS = "alias"
+#: tag of the baselines beyond the grid (the paper's "Other baselines", Table 1 order)
+BASELINE = "baseline"
+#: the methods by name
+METHODS: Registry[Method] = Registry("method")
 
 
-def register_method(method: Method) -> Method:
-    if method.name in _METHODS:
-        raise ValueError(f"method {method.name!r} is already registered")
-    _METHODS[method.name] = method
-    return method
+def register_method(method: Method, *, tags: tuple[str, ...] = ()) -> Method:
+    """Add ``method`` under its name (a taken name raises DuplicateNameError)."""
+    return METHODS.add(method.name, method, tags=tags)
 
 
 def known_methods() -> list[str]:
-    return list(_METHODS)
+    """Registered names, in registration order."""
+    return METHODS.names()
 
 
 def get_method(name: str) -> Method:
-    try:
-        return _METHODS[name]
-    except (KeyError, TypeError):
-        raise UnknownNameError(
-            f"unknown method {name!r}: known methods are {known_methods()}"
-        ) from None
+    """The method called ``name``; :class:`~gppo.errors.UnknownNameError` otherwise."""
+    return METHODS.get(name)
+
+
+def alias_cells() -> dict[str, str]:
+    """Each alias and the grid cell it occupies: ``{"grpo": "tv/mc", "dapo": "kl/mc", ...}``."""
+    out = {}
+    for name in METHODS.names(ALIAS):
+        m = METHODS.get(name)
+        out[name] = f"{m.divergence}/{m.estimator}"
+    return out
+
+
+def baseline_names() -> list[str]:
+    """The baselines beyond the grid, in registration order (the paper's Table 1 order)."""
+    return METHODS.names(BASELINE)
 
 
 def _cell(divergence: str, estimator: str) -> LossFn:
@@ -158,7 +178,8 @@ for _name, _div, _est, _desc in (
             divergence=_div,
             estimator=_est,
             description=_desc,
-        )
+        ),
+        tags=(ALIAS,),
     )
 register_method(
     Method(
@@ -169,7 +190,8 @@ register_method(
         estimator="binary",
         translate=_dppo_translate,
         description="DPPO-TV |pi - mu| <= tau = tv/binary at delta = 2 tau (tau 0.1: delta 0.2)",
-    )
+    ),
+    tags=(ALIAS,),
 )
 for _name, _fn, _desc in (
     ("gspo", baselines.gspo_loss, "GSPO: sequence-level ratio, PPO clip on it"),
@@ -185,5 +207,6 @@ for _name, _fn, _desc in (
             MappingProxyType(dict(baselines.DEFAULTS[_name])),
             extra=frozenset({"generator"}) if _name == "clip_cov" else frozenset(),
             description=_desc,
-        )
+        ),
+        tags=(BASELINE,),
     )

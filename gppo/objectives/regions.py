@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -238,6 +238,33 @@ def proximal_region(
     lo_t = torch.as_tensor(lo, dtype=torch.float64, device=mu.device).expand(shape).clone()
     hi_t = torch.as_tensor(hi, dtype=torch.float64, device=mu.device).expand(shape).clone()
     return lo_t, hi_t
+
+
+def clip_interval(
+    divergence: str,
+    estimator: str,
+    delta: float,
+    mu: Tensor | Sequence[float],
+    ratio_bounds: tuple[float, float] | None = None,
+) -> tuple[Tensor, Tensor]:
+    """The clip interval the loss uses per token: the proximal region intersected with
+    ``ratio_bounds`` (r_lo <- max(r_lo, lo), r_hi <- min(r_hi, hi); docs/conventions.md
+    "Dual clip").
+
+    Args:
+        divergence, estimator, delta: as for :func:`proximal_region`.
+        mu: behaviour probabilities in (0, 1], a tensor of any shape or a sequence of floats.
+        ratio_bounds: ``(lo, hi)`` with 0 <= lo < 1 < hi, or None for the bare region.
+
+    Returns:
+        (r_lo, r_hi), float64 tensors of ``mu``'s shape.
+    """
+    if not isinstance(mu, torch.Tensor):
+        mu = torch.as_tensor(mu, dtype=torch.float64)
+    lo, hi = proximal_region(divergence, estimator, delta, mu)
+    if ratio_bounds:
+        lo, hi = lo.clamp(min=ratio_bounds[0]), hi.clamp(max=ratio_bounds[1])
+    return lo, hi
 
 
 @functools.lru_cache(maxsize=256)

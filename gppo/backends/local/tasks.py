@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from gppo.registry import Registry
+
 #: Bump when a generator changes: it is part of the warm-start cache key.
 TASKS_VERSION = "v1"
 
@@ -116,32 +118,28 @@ class Domain:
         return self.corrupt_fn(problem, rng)
 
 
-_DOMAINS: dict[str, Callable[[], Domain]] = {}
+#: the domains by name: zero-argument factories returning a :class:`Domain`. The built-in ones
+#: are lazy (their module registers them on first use).
+DOMAINS: Registry[Callable[[], Domain]] = Registry("domain")
+DOMAINS.add_lazy("code", "gppo.backends.local.tasks_code")
+DOMAINS.add_lazy("math", "gppo.backends.local.tasks_math")
 _CACHE: dict[str, Domain] = {}
 
 
 def register_domain(name: str) -> Callable[[Callable[[], Domain]], Callable[[], Domain]]:
-    def deco(factory: Callable[[], Domain]) -> Callable[[], Domain]:
-        _DOMAINS[name] = factory
-        return factory
-
-    return deco
+    """Decorator registering a zero-argument :class:`Domain` factory under ``name`` (a taken name
+    raises :class:`~gppo.errors.DuplicateNameError`)."""
+    return DOMAINS.register(name)
 
 
 def known_domains() -> list[str]:
-    _load_builtins()
-    return sorted(_DOMAINS)
+    """Registered names (the built-in ``code`` and ``math`` first)."""
+    return DOMAINS.names()
 
 
 def get_domain(name: str) -> Domain:
-    """The domain registered as ``name``; unknown names list the known ones."""
-    _load_builtins()
-    if name not in _DOMAINS:
-        raise KeyError(f"unknown domain {name!r}; known: {', '.join(sorted(_DOMAINS))}")
+    """The domain registered as ``name`` (built once); unknown names list the known ones
+    (:class:`~gppo.errors.UnknownNameError`)."""
     if name not in _CACHE:
-        _CACHE[name] = _DOMAINS[name]()
+        _CACHE[name] = DOMAINS.get(name)()
     return _CACHE[name]
-
-
-def _load_builtins() -> None:
-    from gppo.backends.local import tasks_code, tasks_math  # noqa: F401

@@ -12,8 +12,8 @@ How it reaches every process that computes a loss (each is enough on its own):
 
 verl calls a policy loss as ``fn(old_log_prob, log_prob, advantages, response_mask,
 loss_agg_mode, config, rollout_is_weights)`` with ``config`` the actor config; tensors are (B, T).
-We compute the per-token GPPO loss (MATH.md "The objective": −min(r·A, clip(r, r_lo, r_hi)·A),
-dual clip for A < 0), weight it by ``rollout_is_weights`` when given, and aggregate with verl's
+We compute the per-token GPPO loss (the paper's Eq. 11, docs/conventions.md "The objective":
+−min(r·A, clip(r, r_lo, r_hi)·A), dual clip for A < 0), weight it by ``rollout_is_weights`` when given, and aggregate with verl's
 own ``agg_loss(..., **config.global_batch_info)`` so data-parallel scaling is verl's.
 """
 
@@ -39,7 +39,8 @@ class GPPOPolicyLossConfig(PolicyLossConfig):
         divergence: f-divergence name (``tv``, ``chi2``, ``kl``, ``hellinger``, extensions).
         estimator: per-token estimator (``mc``, ``atomic``, ``binary``).
         delta: proximal radius δ; ``None`` calibrates it as |f(r_min)|.
-        r_min: calibration ratio (MATH.md "Calibration"), used when ``delta`` is None.
+        r_min: calibration ratio (docs/conventions.md "Calibration"), used when ``delta`` is
+            None.
         ratio_bound_low, ratio_bound_high: the fixed limits every per-token region is intersected
             with (the paper's (0.5, 10)); ``None`` disables a side.
         dual_clip: dual-clip constant c for A < 0 (``None`` disables).
@@ -55,20 +56,18 @@ class GPPOPolicyLossConfig(PolicyLossConfig):
     dual_clip: float | None = 10.0
 
     def __post_init__(self) -> None:
-        from gppo.objectives.divergences import known_divergences
-        from gppo.objectives.estimators import known_estimators
+        from gppo.errors import UnknownNameError
+        from gppo.objectives.divergences import canonical_divergence
+        from gppo.objectives.estimators import get_estimator
 
-        known_div = known_divergences()
-        if self.divergence not in known_div and not self.divergence.startswith("alpha:"):
-            raise ValueError(
-                f"policy_loss.divergence: unknown divergence {self.divergence!r}; "
-                f"known: {', '.join(sorted(known_div))}, alpha:<a>"
-            )
-        if self.estimator not in known_estimators():
-            raise ValueError(
-                f"policy_loss.estimator: unknown estimator {self.estimator!r}; "
-                f"known: {', '.join(sorted(known_estimators()))}"
-            )
+        for field_name, check in (
+            ("divergence", canonical_divergence),
+            ("estimator", get_estimator),
+        ):
+            try:
+                check(getattr(self, field_name))
+            except UnknownNameError as exc:  # the registries' one wording, under the field
+                raise ValueError(f"policy_loss.{field_name}: {exc}") from None
         if self.delta is not None and not self.delta > 0:
             raise ValueError(f"policy_loss.delta must be > 0, got {self.delta}")
         if not 0.0 < self.r_min < 1.0:
