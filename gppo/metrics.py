@@ -20,7 +20,8 @@ DUAL_CLIP_FRAC = "train/dual_clip_frac"
 POLICY_LOSS = "train/policy_loss"
 WALL_TIME = "train/wall_time_s"  # seconds since the cell started
 
-#: Behaviour-probability buckets of MATH.md ("where atomic and binary differ from mc").
+#: Behaviour-probability buckets of the diagnostics, where atomic and binary differ from mc
+#: (docs/conventions.md "Diagnostics").
 MU_BUCKETS: tuple[tuple[str, float, float], ...] = (
     ("mu_lt_0.01", 0.0, 0.01),
     ("mu_0.01_0.1", 0.01, 0.1),

@@ -1,6 +1,8 @@
-"""GPPO objectives: pure torch (imports only torch and math; nothing else of ours).
+"""GPPO objectives: pure torch (imports torch and the standard library; of ours only the leaf
+modules :mod:`gppo.errors` and :mod:`gppo.registry`). The math they implement (generators,
+estimators, calibration, regions, the objective) is written out in docs/conventions.md.
 
-Public API (CONVENTIONS.md / issue 2):
+Public API:
 
 * :func:`calibrate_delta` ``(divergence, r_min=0.8) -> float``
 * :func:`proximal_region` ``(divergence, estimator, delta, mu) -> (r_lo, r_hi)``
@@ -11,6 +13,8 @@ Public API (CONVENTIONS.md / issue 2):
   callers that aggregate with verl's own ``agg_loss``.
 * :func:`agg_loss`: verl's aggregation modes.
 * :mod:`.methods`: ``get_method(name)``, ``known_methods()``.
+* the registries :data:`.divergences.DIVERGENCES`, :data:`.estimators.ESTIMATORS`,
+  :data:`.methods.METHODS` (:class:`gppo.registry.Registry`).
 """
 
 from .aggregation import AGG_MODES, agg_loss

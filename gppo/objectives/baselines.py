@@ -1,4 +1,4 @@
-"""Baselines beyond the grid: GSPO, GMPO, SAPO, CISPO, Clip-Cov (MATH.md "Baselines").
+"""Baselines beyond the grid: GSPO, GMPO, SAPO, CISPO, Clip-Cov (docs/conventions.md "Baselines").
 
 Each follows verl 0.9.1's registered policy loss of the same rule (``gspo``, ``geo_mean``,
 ``sapo``, ``cispo``, ``clip_cov``) formula for formula, so that our values and gradients agree

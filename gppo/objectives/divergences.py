@@ -1,7 +1,8 @@
-"""f-divergence generators (MATH.md "Generators"), as a registry filled by a decorator.
+"""f-divergence generators (the paper's Eq. 14-17, docs/conventions.md "Generators"), as a registry
+filled by a decorator.
 
-Every generator is convex with f(1) = 0. It is written in the log-ratio t = log r (MATH.md: "work
-in t = log r where you can"), so nothing cancels near r = 1 and r = 0 is t = -inf:
+Every generator is convex with f(1) = 0. It is written in the log-ratio t = log r, so nothing
+cancels near r = 1 and r = 0 is t = -inf:
 
 * ``f(t)``  = f(e^t)                      (elementwise on a float tensor)
 * ``df(t)`` = d f(e^t) / dt = r f'(r)      (used by the Newton steps of the region solver)
@@ -17,8 +18,9 @@ Adding a divergence is one decorated function returning a :class:`Divergence`::
     def _mine() -> Divergence:
         return Divergence("mine", f=..., df=..., argmin=1.0)
 
-The parametric family ``alpha:<a>`` (any real a; a = 0 and a = 1 are the KL-type limits) is parsed
-from the name by :func:`get_divergence`.
+The parametric family ``alpha:<a>`` (any finite real a; a = 0 and a = 1 are the KL-type limits) is
+parsed from the name by :func:`parse_alpha` (the one parser; the grid spec uses it through
+:func:`canonical_divergence`). ``paper=True`` tags the paper's four (the default grid).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Per-token estimators of D_f(pi || mu) (MATH.md "Estimators"), as a registry.
+"""Per-token estimators of D_f(pi || mu) (the paper's Eq. 18-20, docs/conventions.md "Estimators"), as a
+registry.
 
 With r = pi / mu, t = log r and l = log mu (all tensors broadcast together):
 
@@ -97,7 +98,7 @@ def binary_estimate(div: Divergence, t: Tensor, log_mu: Tensor) -> tuple[Tensor,
     degenerate = one_m_mu <= 0  # mu == 1: Bernoulli(mu) has no second atom
     fq = div.f(log_q)
     # At mu = 1 the second atom contributes its perspective limit (1 - r) f'(inf), with
-    # f'(inf) = lim f(x)/x (MATH.md's closed forms are these limits, e.g. chi2 freezes to 1).
+    # f'(inf) = lim f(x)/x (the closed forms are these limits, e.g. chi2 freezes to 1).
     one_m_r = -torch.expm1(t)
     limit = torch.where(one_m_r == 0, torch.zeros_like(t), one_m_r * div.slope_inf)
     second = torch.where(degenerate, limit, one_m_mu * fq)

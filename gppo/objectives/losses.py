@@ -1,4 +1,5 @@
-"""The GPPO clipped surrogate (MATH.md "The objective"), in verl's calling convention.
+"""The GPPO clipped surrogate (the paper's Eq. 11, docs/conventions.md "The objective"), in verl's calling
+convention.
 
 Per token (r = exp(clamp(log_prob - old_log_prob, -20, 20)), as verl clamps the log-ratio):
 
@@ -192,7 +193,8 @@ def _metrics(
     above: Tensor,
     below: Tensor,
 ) -> dict[str, float]:
-    """Mask-weighted diagnostics (keys of CONVENTIONS.md), one host sync.
+    """Mask-weighted diagnostics (docs/conventions.md "Diagnostics"; MLflow names in gppo/metrics.py), one
+    host sync.
 
     Per token a uint8 code = 4 bucket + state (1 clipped low: A < 0, r < r_lo; 2 clipped high:
     A > 0, r > r_hi; 3 dual clip: A < 0, r > c) + 16 (ratio_bounds cut the region), counted by
@@ -342,7 +344,7 @@ def gppo_policy_loss(
     loss_agg_mode: str = "token-mean",
     global_batch_info: dict[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """The GPPO policy loss of one Divergence x Estimator cell (MATH.md), verl's convention.
+    """The GPPO policy loss of one Divergence x Estimator cell (Eq. 11), verl's convention.
 
     Args:
         old_log_prob, log_prob, advantages, response_mask: (B, T) tensors (log mu, log pi, A,

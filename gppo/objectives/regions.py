@@ -1,8 +1,9 @@
-"""Calibration delta = |f(r_min)| and the per-token proximal region [r_lo, r_hi] (MATH.md).
+"""Calibration delta = |f(r_min)| and the per-token proximal region [r_lo, r_hi] (the paper's
+Eq. 10; docs/conventions.md "Calibration", "Proximal region").
 
 R(delta) is the interval of ratios r containing 1 on which the estimate D(r) <= delta (the
 component containing 1 where the set is not connected, only for ``rkl``). The bounds depend only
-on (divergence, estimator, delta, mu). Cells with a closed form in MATH.md use it; the others
+on (divergence, estimator, delta, mu). Cells with a closed form (docs/conventions.md) use it; the others
 (kl-binary and every extension cell) use the vectorised safeguarded Newton solver of
 :mod:`.solver` in float64. r_lo >= 0, r_hi may be +inf, binary r_hi <= 1/mu, 1 always inside.
 """
@@ -69,7 +70,8 @@ def check_r_min(r_min: object) -> float:
 
 
 def calibrate_delta(divergence: str, r_min: float = 0.8) -> float:
-    """delta = |f(r_min)| (MATH.md "Calibration"); every estimator of a divergence reuses it.
+    """delta = |f(r_min)| (the paper's §4.1, docs/conventions.md "Calibration"); every estimator of a
+    divergence reuses it.
 
     tv: 0.2, chi2: 0.04, hellinger: (1 - sqrt(0.8))^2 ~ 0.011146, kl: -log 0.8 ~ 0.22314.
     """
@@ -225,7 +227,7 @@ def proximal_region(
 
     Returns:
         (r_lo, r_hi), float64 tensors of ``mu``'s shape: r_lo >= 0, r_hi may be +inf, binary
-        r_hi <= 1/mu, and r_lo <= 1 <= r_hi. Closed forms of MATH.md where given; otherwise a
+        r_hi <= 1/mu, and r_lo <= 1 <= r_hi. Closed forms (docs/conventions.md) where given; otherwise a
         vectorised safeguarded Newton solve in float64, accurate to ~1e-12 relative.
     """
     get_divergence(divergence)
@@ -273,7 +275,8 @@ def log_mu_thresholds(
 ) -> tuple[float, float]:
     """(l_lo, l_hi) with r_lo(mu) < b_lo iff log mu < l_lo and r_hi(mu) > b_hi iff log mu < l_hi.
 
-    Regions widen monotonically as mu falls (MATH.md), so whether ``ratio_bounds`` cut a token's
+    Regions widen monotonically as mu falls (docs/conventions.md), so whether ``ratio_bounds``
+    cut a token's
     region is a threshold on log mu; found once per cell by multisection on [-745, 0].
     """
 

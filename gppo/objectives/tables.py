@@ -2,7 +2,7 @@
 
 For cells without a closed form (kl-binary, the extensions) the loss must know, per token,
 whether r lies outside [r_lo(mu), r_hi(mu)], and the exact bound only where it does. Regions
-widen monotonically as mu falls (MATH.md), so on a grid of mu the bounds at the next larger grid
+widen monotonically as mu falls (docs/conventions.md), so on a grid of mu the bounds at the next larger grid
 mu are an *inner* region for every token in between: a token inside them is inside its own
 region, with no solve. The grid is uniform in v = log(-log mu) (fine both as mu -> 1 and as
 mu -> 0), built once per (divergence, estimator, delta) in float64 by the exact solver, and
@@ -83,7 +83,7 @@ def region_table(divergence: str, estimator: str, delta: float) -> RegionTable:
     lo, hi = region_from_log_mu(divergence, estimator, delta, log_mu)
     lo = torch.as_tensor(lo, dtype=torch.float64).expand(log_mu.shape)
     hi = torch.as_tensor(hi, dtype=torch.float64).expand(log_mu.shape)
-    # Monotone in mu by MATH.md; enforce it against rounding so the inner test stays safe.
+    # Monotone in mu (docs/conventions.md); enforce it against rounding so the inner test stays safe.
     lo = torch.cummax(lo.flip(0), 0).values.flip(0)
     hi = torch.cummin(hi.flip(0), 0).values.flip(0)
     in_lo = (lo * (1.0 + _SAFETY)).clamp(max=1.0)

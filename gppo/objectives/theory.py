@@ -1,4 +1,5 @@
-"""Vajda's bound (MATH.md "Theory helpers"): the best lower bound of D_f by total variation.
+"""Vajda's bound (the paper's Eq. 5-7, docs/conventions.md "Theory helpers"): the best lower bound of D_f
+by total variation.
 
 L_f(V) = inf over beta in [0, 1 - V] of beta f(1 + V/beta) + (1 - beta) f(1 - V/(1 - beta)),
 V = 1/2 ||P - Q||_1, and C_f = inf over V in (0, 1] of L_f(V) / V^2, so that D_f >= C_f TV^2.
@@ -58,6 +59,6 @@ def vajda_C(divergence: str, n: int = 400) -> float:
     return float(ratio.min())
 
 
-# Spellings of MATH.md.
+# The paper's spellings (Eq. 5 and 6).
 L_f = vajda_L
 C_f = vajda_C

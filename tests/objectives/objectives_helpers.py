@@ -7,9 +7,21 @@ import math
 
 import torch
 
-GRID_DIVERGENCES = ["tv", "chi2", "kl", "hellinger"]
-EXTENSIONS = ["rkl", "js", "alpha:0.5", "alpha:2", "alpha:-1", "alpha:1.5"]
-ESTIMATORS = ["mc", "atomic", "binary"]
+from gppo.objectives.divergences import known_divergences, paper_divergences
+from gppo.objectives.estimators import known_estimators, paper_estimators
+
+# Contract tests run over the registries: a newly registered divergence or estimator is tested
+# without editing a list here (test_obj_registry.test_known_names pins the expected names).
+GRID_DIVERGENCES = paper_divergences()
+#: every registered divergence beyond the paper's four, and members of the alpha:<a> family
+EXTENSIONS = [d for d in known_divergences() if d not in GRID_DIVERGENCES] + [
+    "alpha:0.5",
+    "alpha:2",
+    "alpha:-1",
+    "alpha:1.5",
+]
+ESTIMATORS = known_estimators()
+GRID_ESTIMATORS = paper_estimators()
 ALL_CELLS = [(d, e) for d in GRID_DIVERGENCES + EXTENSIONS for e in ESTIMATORS]
 AGG_MODES = ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm"]
 
@@ -54,7 +66,8 @@ def reference_token_loss(
     ratio_bounds: tuple[float, float] | None,
     dual_clip: float | None,
 ) -> torch.Tensor:
-    """MATH.md's objective written out directly with autograd (the test oracle)."""
+    """The objective (docs/conventions.md, the paper's Eq. 11) written out directly with autograd
+    (the test oracle)."""
     if ratio_bounds is not None:
         lo = lo.clamp(min=ratio_bounds[0])
         hi = hi.clamp(max=ratio_bounds[1])
@@ -70,4 +83,14 @@ def finite(x: torch.Tensor) -> bool:
     return bool(torch.isfinite(x).all())
 
 
-__all__ = ["AGG_MODES", "ALL_CELLS", "ESTIMATORS", "finite", "make_batch", "math"]
+__all__ = [
+    "AGG_MODES",
+    "ALL_CELLS",
+    "ESTIMATORS",
+    "EXTENSIONS",
+    "GRID_DIVERGENCES",
+    "GRID_ESTIMATORS",
+    "finite",
+    "make_batch",
+    "math",
+]

@@ -1,4 +1,4 @@
-"""Every loss computes in float32 whatever its input dtype (issue 12).
+"""Every loss computes in float32 whatever its input dtype.
 
 Under verl's bf16 autocast the log-probs reach the loss as bfloat16; verl's own losses promote to
 float32 (its old log-probs are float32). Ours must too: for every Divergence x Estimator cell of
@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from objectives_helpers import make_batch
 
 from gppo.objectives import gppo_policy_loss, gppo_token_loss, known_divergences, known_estimators
-from gppo.objectives.methods import get_method
+from gppo.objectives.methods import baseline_names, get_method
 
 CELLS = [(d, e) for d in known_divergences() for e in known_estimators()]
-BASELINES = ["gspo", "gmpo", "sapo", "cispo", "clip_cov"]
+BASELINES = baseline_names()
 HALF = [torch.bfloat16, torch.float16]
 
 

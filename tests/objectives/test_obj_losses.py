@@ -1,4 +1,5 @@
-"""The GPPO loss against MATH.md's objective written out with autograd (float64 oracle)."""
+"""The GPPO loss against the objective (Eq. 11, docs/conventions.md) written out with autograd
+(float64 oracle)."""
 
 from __future__ import annotations
 
@@ -232,9 +233,9 @@ def test_bad_inputs_name_the_argument() -> None:
         gppo_policy_loss(old, new, adv[:, :-1], mask, **kw)
     with pytest.raises(ValueError, match="response_mask has shape"):
         gppo_policy_loss(old, new, adv, mask[:-1], **kw)
-    with pytest.raises(KeyError, match="^unknown divergence 'kll'; known: tv, chi2,"):
+    with pytest.raises(KeyError, match=r"^unknown divergence 'kll'; known: tv, chi2,"):
         gppo_policy_loss(old, new, adv, mask, divergence="kll", estimator="mc")
-    with pytest.raises(KeyError, match="^unknown estimator 'mcc'; known: mc, atomic, binary$"):
+    with pytest.raises(KeyError, match=r"^unknown estimator 'mcc'; known: mc, atomic, binary$"):
         gppo_policy_loss(old, new, adv, mask, divergence="kl", estimator="mcc")
     with pytest.raises(ValueError, match="delta must be a finite number > 0"):
         gppo_policy_loss(old, new, adv, mask, delta=0.0, **kw)

@@ -1,4 +1,5 @@
-"""Calibration and proximal regions: closed forms, anchors of MATH.md, brute force, errors."""
+"""Calibration and proximal regions: closed forms, anchors (docs/conventions.md),
+brute force, errors."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import math
 
 import pytest
 import torch
-from objectives_helpers import ALL_CELLS, ESTIMATORS, GRID_DIVERGENCES
+from objectives_helpers import ALL_CELLS, EXTENSIONS, GRID_DIVERGENCES, GRID_ESTIMATORS
 
 from gppo.objectives import calibrate_delta, proximal_region
 from gppo.objectives.divergences import get_divergence
@@ -32,7 +33,7 @@ def test_calibration_values() -> None:
 
 
 def _closed(div: str, est: str, d: float, mu: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """MATH.md's closed-form table, transcribed independently."""
+    """The closed-form table of docs/conventions.md, transcribed independently."""
     e = d if est == "mc" else d / mu
     e = torch.as_tensor(e, dtype=F64).expand(mu.shape)
     pos = lambda x: torch.clamp(x, min=0.0)  # noqa: E731
@@ -55,10 +56,12 @@ def _closed(div: str, est: str, d: float, mu: torch.Tensor) -> tuple[torch.Tenso
     return lo, hi
 
 
-CLOSED_CELLS = [(d, e) for d in GRID_DIVERGENCES for e in ESTIMATORS if (d, e) != ("kl", "binary")]
+CLOSED_CELLS = [
+    (d, e) for d in GRID_DIVERGENCES for e in GRID_ESTIMATORS if (d, e) != ("kl", "binary")
+]
 
 
-@pytest.mark.parametrize(("div", "est"), CLOSED_CELLS)  # kl-binary: no closed form in MATH.md
+@pytest.mark.parametrize(("div", "est"), CLOSED_CELLS)  # kl-binary: no closed form
 def test_closed_forms(div: str, est: str) -> None:
     for d in (calibrate_delta(div), 0.05, 0.5):
         lo, hi = proximal_region(div, est, d, MU)
@@ -67,8 +70,8 @@ def test_closed_forms(div: str, est: str) -> None:
         torch.testing.assert_close(hi, want_hi, rtol=1e-12, atol=1e-14)
 
 
-@pytest.mark.parametrize("div", ["tv", "chi2", "kl", "hellinger"])
-@pytest.mark.parametrize("est", ["mc", "atomic", "binary"])
+@pytest.mark.parametrize("div", GRID_DIVERGENCES)
+@pytest.mark.parametrize("est", GRID_ESTIMATORS)
 def test_solver_reproduces_closed_forms(div: str, est: str) -> None:
     """The generic solver, run on the cells that have closed forms, agrees to ~1e-9."""
     g = torch.Generator().manual_seed(1)
@@ -86,7 +89,7 @@ def test_solver_reproduces_closed_forms(div: str, est: str) -> None:
         assert bool((err <= 1e-9 * want.abs() + 1e-15).all()), (div, est, float(err.max()))
 
 
-# ---- anchors (MATH.md "Sanity anchors") ------------------------------------------------------
+# ---- anchors (docs/conventions.md, the paper's §3.4) -------------------------------------------
 def test_tv_mc_is_ppo_clip() -> None:
     for eps in (0.1, 0.2, 0.28):
         lo, hi = proximal_region("tv", "mc", eps, MU)
@@ -169,7 +172,7 @@ def test_region_facts(div: str, est: str) -> None:
     assert bool((lo2 <= lo + 1e-12).all()) and bool((hi2 >= hi * (1 - 1e-12)).all())
 
 
-@pytest.mark.parametrize("div", ["tv", "chi2", "kl", "hellinger", "rkl", "js", "alpha:0.5"])
+@pytest.mark.parametrize("div", GRID_DIVERGENCES + EXTENSIONS)
 def test_atomic_contains_mc(div: str) -> None:
     d = calibrate_delta(div)
     mlo, mhi = proximal_region(div, "mc", d, MU)
@@ -177,7 +180,7 @@ def test_atomic_contains_mc(div: str) -> None:
     assert bool((alo <= mlo + 1e-12).all()) and bool((ahi >= mhi * (1 - 1e-12)).all())
 
 
-@pytest.mark.parametrize("div", ["tv", "chi2", "hellinger"])
+@pytest.mark.parametrize("div", ["tv", "chi2", "hellinger"])  # a property of these three
 def test_binary_inside_atomic(div: str) -> None:
     d = calibrate_delta(div)
     blo, bhi = proximal_region(div, "binary", d, MU)
@@ -266,7 +269,10 @@ def test_bound_active_thresholds(div: str, est: str) -> None:
 # ---- bad input -------------------------------------------------------------------------------
 def test_bad_inputs_name_the_argument() -> None:
     mu = torch.tensor([0.5])
-    with pytest.raises(KeyError, match=r"^unknown divergence 'xx'; known: tv, chi2, kl, hellinger, rkl, js \(and alpha:<a>\)$"):
+    with pytest.raises(
+        KeyError,
+        match=r"^unknown divergence 'xx'; known: tv, chi2, kl, hellinger, rkl, js \(and alpha:<a>\)$",
+    ):
         proximal_region("xx", "mc", 0.1, mu)
     with pytest.raises(KeyError, match=r"^unknown estimator 'yy'; known: mc, atomic, binary$"):
         proximal_region("tv", "yy", 0.1, mu)
@@ -283,7 +289,7 @@ def test_bad_inputs_name_the_argument() -> None:
             ValueError, match=r"r_min must be a number in the open interval \(0, 1\)"
         ):
             calibrate_delta("tv", bad_r)  # type: ignore[arg-type]
-    with pytest.raises(KeyError, match="^unknown divergence 'nope'; known: tv, chi2,"):
+    with pytest.raises(KeyError, match=r"^unknown divergence 'nope'; known: tv, chi2,"):
         calibrate_delta("nope")
 
 

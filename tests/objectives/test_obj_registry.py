@@ -1,4 +1,5 @@
-"""Divergence and estimator registries: names, errors, generators of MATH.md."""
+"""Divergence and estimator registries: names, errors, the generators of
+docs/conventions.md (the paper's Eq. 14-17)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Vajda's bound: L_f(V) and C_f against the known constants of MATH.md."""
+"""Vajda's bound: L_f(V) and C_f against the known constants (docs/conventions.md)."""
 
 from __future__ import annotations
 

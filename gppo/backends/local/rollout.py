@@ -1,7 +1,7 @@
 """Batched sampling with a KV cache: all prompts x G samples decoded together.
 
 Returns the behaviour log-probs (the sampling policy's log-probs of the sampled tokens, at the
-sampling temperature) that the importance ratios r = π/μ of MATH.md are taken against.
+sampling temperature) that the importance ratios r = π/μ (docs/conventions.md) are taken against.
 """
 
 from __future__ import annotations

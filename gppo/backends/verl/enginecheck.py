@@ -1,4 +1,4 @@
-"""One training step of verl's FSDP engine with verl's ``ppo_loss`` and our loss (issue 12).
+"""One training step of verl's FSDP engine with verl's ``ppo_loss`` and our loss.
 
 What verl's actor worker does for one mini-batch, with verl's own objects: the batch from
 :mod:`.synthetic` (verl's no-padding layout), ``engine.train_mode()``, ``optimizer_zero_grad``,

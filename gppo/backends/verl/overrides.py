@@ -7,7 +7,7 @@ the meaning of another override). Keys that verl's config does not have are adde
 :mod:`gppo.backends.verl.validate` checks by composing and validating the result with verl's own
 code before anything is submitted.
 
-Loss selection (MATH.md):
+Loss selection (docs/conventions.md):
 - grid cells (and the aliases grpo/dapo/dppo/ripo) use loss mode ``gppo`` with our
   ``GPPOPolicyLossConfig`` (divergence, estimator, δ or r_min, ratio bounds, dual clip);
 - baselines use verl's own loss modes with their papers' defaults, which the Cell carries in

@@ -1,4 +1,4 @@
-"""verl's FSDP training engine, for real, on CPU (issue 12): ``FSDPEngineWithLMHead`` on a tiny
+"""verl's FSDP training engine, for real, on CPU: ``FSDPEngineWithLMHead`` on a tiny
 random Qwen2 (built from a transformers config), one gloo rank, verl's ``ppo_loss`` with loss
 mode ``gppo``. A step moves the parameters; micro-batching (fixed and dynamic batch size) gives
 the whole-batch gradient; the engine's loss is gppo.objectives' loss on the engine's own

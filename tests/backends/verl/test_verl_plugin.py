@@ -162,9 +162,13 @@ def test_entry_point_and_env_var_register_the_loss():
 def test_plugin_config_refuses_bad_fields():
     from gppo.backends.verl.plugin import GPPOPolicyLossConfig
 
-    with pytest.raises(ValueError, match="^policy_loss.divergence: unknown divergence 'kll'; known: tv,"):
+    with pytest.raises(
+        ValueError, match=r"^policy_loss.divergence: unknown divergence 'kll'; known: tv,"
+    ):
         GPPOPolicyLossConfig(divergence="kll")
     with pytest.raises(ValueError, match="dual_clip must be > 1"):
         GPPOPolicyLossConfig(dual_clip=0.5)
-    with pytest.raises(ValueError, match="^policy_loss.estimator: unknown estimator 'exact'; known: mc,"):
+    with pytest.raises(
+        ValueError, match=r"^policy_loss.estimator: unknown estimator 'exact'; known: mc,"
+    ):
         GPPOPolicyLossConfig(estimator="exact")

@@ -1,4 +1,4 @@
-"""``gppo-sweep check SPEC`` (issue 12): the shipped paper specs pass cell by cell; a cell verl
+"""``gppo-sweep check SPEC``: the shipped paper specs pass cell by cell; a cell verl
 refuses, or a loss that disagrees, fails its own line and the exit code; other backends are
 refused in one line."""
 

@@ -1,4 +1,4 @@
-"""Our losses inside verl's own worker loss, ``verl.workers.utils.losses.ppo_loss`` (issue 12).
+"""Our losses inside verl's own worker loss, ``verl.workers.utils.losses.ppo_loss``.
 
 Every cell's ``ActorConfig`` is the one verl builds from the cell's Hydra overrides (loss mode
 ``gppo`` for the 12 grid cells, verl's own modes for the five baselines). The batch is laid out by
