@@ -29,30 +29,18 @@ from decimal import ROUND_HALF_UP, Decimal
 import pandas as pd
 
 from gppo.analysis import stats as S
-from gppo.analysis.tidy import ALIAS_CELLS, BASE, STATUSES
-from gppo.registry import LazyMapping, LazyTuple
+from gppo.analysis.tidy import ALIAS_CELLS, BASE, BASELINES, STATUSES
+from gppo.registry import LazyMapping
 
 #: Row order of the divergences and estimators: the paper's Table 1 display order (TV, Hellinger,
 #: χ², KL; MC, Binary, Atomic), a deliberate choice that differs from the registries' order.
 DIV_ORDER = ("tv", "hellinger", "chi2", "kl")
 EST_ORDER = ("mc", "binary", "atomic")
-
-
-def _baselines() -> list[str]:
-    from gppo.objectives.methods import baseline_names
-
-    return baseline_names()
-
-
-def _known_methods() -> dict[str, str]:
-    return {cell: name.upper() for name, cell in ALIAS_CELLS.items()}
-
-
-#: Baseline rows in registration order, which is the paper's Table 1 order (built on first use).
-BASELINE_ORDER: Sequence[str] = LazyTuple(_baselines)
-#: Known methods named beside their cell, as in the paper's Table 1 (``tv/mc`` -> ``GRPO``), from
-#: the method registry's aliases.
-KNOWN_METHODS: Mapping[str, str] = LazyMapping(_known_methods)
+BASELINE_ORDER = BASELINES  # the method registry's order, which is the paper's
+#: Known methods named beside their cell, as in the paper's Table 1: the aliases (tv/mc -> GRPO).
+KNOWN_METHODS: Mapping[str, str] = LazyMapping(
+    lambda: {c: m.upper() for m, c in ALIAS_CELLS.items()}
+)
 DIV_NAMES = {
     "tv": "TV",
     "chi2": "χ²",

@@ -21,14 +21,15 @@ run_id         MLflow run id ("" for CSV input or missing cells)
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from types import ModuleType
 
 import pandas as pd
 
 from gppo.cell import Cell
 from gppo.errors import ReportError
-from gppo.registry import LazyMapping
+from gppo.registry import LazyMapping, LazyTuple
 
 TIDY_COLUMNS = (
     "domain",
@@ -47,15 +48,17 @@ STATUSES = ("finished", "failed", "running", "missing")
 BASE = "base"
 
 
-def _alias_cells() -> dict[str, str]:
-    from gppo.objectives.methods import alias_cells
+def _methods() -> ModuleType:
+    """The method registry's module, imported on first use (reading a CSV needs no torch)."""
+    from gppo.objectives import methods
 
-    return alias_cells()
+    return methods
 
 
-#: Method aliases of the grid and the cell they occupy (``grpo`` -> ``tv/mc``), read from the
-#: method registry on first use (reading a CSV does not import torch).
-ALIAS_CELLS: Mapping[str, str] = LazyMapping(_alias_cells)
+#: Method aliases of the grid and the cell they occupy (``grpo`` -> ``tv/mc``), and the baselines
+#: in registration order (the paper's Table 1 order): both read from the method registry.
+ALIAS_CELLS: Mapping[str, str] = LazyMapping(lambda: _methods().alias_cells())
+BASELINES: Sequence[str] = LazyTuple(lambda: _methods().baseline_names())
 
 
 class ReportInputError(ReportError):

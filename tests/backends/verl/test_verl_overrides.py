@@ -135,3 +135,10 @@ def test_unknown_method_and_param_are_refused(all_paper_cells):
         build_overrides(replace(cell, loss_params={"bogus": 1}), settings)
     with pytest.raises(OverrideError, match="no verl loss"):
         build_overrides(replace(cell, method="nope"), settings)
+
+
+def test_every_registered_baseline_has_a_verl_loss_mode():
+    from gppo.backends.verl.overrides import BASELINE_LOSS_MODES
+    from gppo.objectives.methods import baseline_names
+
+    assert set(BASELINE_LOSS_MODES) == set(baseline_names())
