@@ -28,6 +28,14 @@ from typing import Any
 import torch
 
 
+def paper_grid() -> list[tuple[str, str]]:
+    """The paper's 4 x 3 cells (divergence, estimator), read from the registries."""
+    from gppo.objectives.divergences import paper_divergences
+    from gppo.objectives.estimators import paper_estimators
+
+    return [(d, e) for d in paper_divergences() for e in paper_estimators()]
+
+
 def vanilla_loss(old_log_prob, log_prob, advantages, response_mask, clip=0.2, clip_c=10.0):
     """verl 0.9.1 ``compute_policy_loss_vanilla`` (token-mean, one rank), line for line: PPO
     clip at 1 +- ``clip``, dual clip ``clip_c`` for A < 0, its three metrics (one host sync)."""
@@ -84,10 +92,7 @@ def _time(fn, device: str, repeats: int) -> tuple[float, float]:
 def bench_losses(b: int, t: int, device: str, repeats: int = 10) -> list[dict[str, Any]]:
     """Forward+backward time and peak memory of vanilla and every grid cell on (b, t)."""
     from gppo.objectives import gppo_policy_loss
-    from gppo.objectives.divergences import paper_divergences
-    from gppo.objectives.estimators import paper_estimators
 
-    grid = [(d, e) for d in paper_divergences() for e in paper_estimators()]  # the paper's 4 x 3
     old, new, adv, mask = _inputs(b, t, device)
 
     def run(loss_fn):
@@ -102,7 +107,7 @@ def bench_losses(b: int, t: int, device: str, repeats: int = 10) -> list[dict[st
     rows = []
     ms, peak = _time(run(lambda o, lp, a, m: vanilla_loss(o, lp.float(), a, m)), device, repeats)
     rows.append({"loss": "verl vanilla (copy)", "ms": ms, "peak_mib": peak, "ratio": 1.0})
-    for div, est in grid:
+    for div, est in paper_grid():
         fn = run(
             lambda o, lp, a, m, d=div, e=est: gppo_policy_loss(
                 o, lp, a, m, divergence=d, estimator=e

@@ -36,6 +36,7 @@ def test_vanilla_copy_is_verls_vanilla(math_actors):
 
 def test_benchmark_rows_for_every_cell():
     rows = gpucheck.bench_losses(4, 32, "cpu", repeats=1)
-    want = ["verl vanilla (copy)"] + [f"{d}/{e}" for d, e in gpucheck.GRID]
+    assert len(gpucheck.paper_grid()) == 12  # the paper's 4 x 3
+    want = ["verl vanilla (copy)"] + [f"{d}/{e}" for d, e in gpucheck.paper_grid()]
     assert [r["loss"] for r in rows] == want
     assert all(r["ms"] > 0 and r["ratio"] > 0 for r in rows)
