@@ -29,7 +29,8 @@ import pandas as pd
 from markupsafe import Markup
 
 from gppo.analysis.render import to_html
-from gppo.analysis.table import Table1, pct, quantize
+from gppo.analysis.table import Table1
+from gppo.scores import pct, quantize
 
 PAGE_NAME = "report.html"
 #: figures in page order, with their captions; any other PNG goes to "More figures"

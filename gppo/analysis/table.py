@@ -24,12 +24,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 import pandas as pd
 
 from gppo.analysis import stats as S
 from gppo.analysis.tidy import BASE, STATUSES
+from gppo.scores import pct, quantize
 
 DIV_ORDER = ("tv", "hellinger", "chi2", "kl")
 EST_ORDER = ("mc", "binary", "atomic")
@@ -136,15 +137,6 @@ class Table1:
 
     def mark(self, reason: str | None) -> str:
         return next((f.mark for f in self.footnotes if f.reason == reason), "")
-
-
-def pct(score: float) -> Decimal:
-    """A fraction as an exact decimal percent (0.346 -> Decimal('34.600'))."""
-    return Decimal(repr(float(score))) * 100
-
-
-def quantize(value: Decimal, places: int) -> Decimal:
-    return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 
 def relative_pct(avg: Decimal, ref: Decimal) -> Decimal:

@@ -148,6 +148,7 @@ def launch(
 ) -> None:
     """Run every unfinished cell as a Ray job (resumes: finished cells are skipped)."""
     p = _plan(spec)
+    from gppo.analysis.report import after_sweep
     from gppo.sweep.guard import StoreNotShared
     from gppo.sweep.launch import LaunchBusy, Launcher
     from gppo.sweep.progress import LaunchOutput
@@ -157,7 +158,12 @@ def launch(
     slots = max_concurrent or p.spec.ray.max_concurrent
     out = LaunchOutput(console, slots=slots, run_info=run_info_from(p.spec.tracking.uri))
     launcher = Launcher(
-        p, address=address, max_concurrent=max_concurrent, detach=detach, on_update=out.update
+        p,
+        address=address,
+        max_concurrent=max_concurrent,
+        detach=detach,
+        on_update=out.update,
+        after_sweep=after_sweep,
     )
     try:
         with out:
@@ -173,7 +179,7 @@ def launch(
         if st.state == "failed":
             console.print(f"[red]failed[/red] {st.cell.id}: {st.note}", highlight=False)
     if result.report is not None:
-        from gppo.sweep.progress import print_table1
+        from gppo.analysis.terminal import print_table1
 
         print_table1(console, result.report.table)
         folder = result.report.files[0].parent if result.report.files else "?"

@@ -34,7 +34,7 @@ Launch (:mod:`gppo.sweep.launch`)
     ``Launcher(plan, address=, max_concurrent=, detach=, poll_s=1.0, on_update=, stop_event=)
     .run() -> LaunchResult``: reconcile with the store and the cluster (resume rules in the
     module docstring), gate concurrency, retry with exponential backoff, Ctrl-C/SIGTERM stops
-    jobs (or leaves them with ``detach``), then :func:`gppo.sweep.hooks.after_sweep`.
+    jobs (or leaves them with ``detach``), then its ``after_sweep`` hook (the CLI passes :func:`gppo.analysis.report.after_sweep`).
     :func:`gppo.sweep.session.open_sweep` bundles store + experiment + parent run + cluster.
 
 Control (:mod:`gppo.sweep.control`): ``sweep_status``, ``cell_logs``, ``cancel``.
