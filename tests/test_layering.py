@@ -7,6 +7,7 @@ a function (a lazy import is still an arrow). Fails with the file:line of each o
 from __future__ import annotations
 
 import ast
+import re
 from collections import defaultdict
 from pathlib import Path
 
@@ -70,6 +71,18 @@ def all_imports() -> list[tuple[str, str, str]]:
         for target, line in imports_of(path):
             rows.append((module_name(path), target, f"{path.relative_to(ROOT.parent)}:{line}"))
     return rows
+
+
+def readme_layers() -> list[tuple[str, ...]]:
+    """The stack drawn in README.md's "Layout" section, top first."""
+    text = (ROOT.parent / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    names = [re.split(r"\s{2,}", line.strip())[0] for line in block.splitlines()]
+    return [tuple(n.split(", ")) for n in names if n and n[0].isalpha()]
+
+
+def test_readme_draws_the_same_stack():
+    assert readme_layers() == LAYERS
 
 
 def test_every_part_has_a_layer():
