@@ -255,12 +255,12 @@ def ui(
     cells, best first) and of MLflow's compare view of its cells. ``/`` leads to the runs."""
     import os
 
-    from gppo.store.tracking import resolve_tracking_uri
+    from gppo.store.uri import is_tracking_server, resolve_tracking_uri
     from gppo.sweep.ui import ENV_HOME, serve, sweep_urls
 
     p = _plan(spec)
     uri = resolve_tracking_uri(p.spec.tracking.uri)
-    served = not ("://" in uri and not uri.startswith(("sqlite:", "file:", "postgresql", "mysql")))
+    served = not is_tracking_server(uri)  # a tracking server serves its own UI
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     base = f"http://{shown}:{port}" if served else uri.rstrip("/")
     urls = sweep_urls(p, base)

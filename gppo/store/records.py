@@ -25,13 +25,13 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
-from urllib.parse import urlsplit
 
 from mlflow import MlflowClient
 from mlflow.entities import ViewType
 
 from gppo import metrics as M
 from gppo.store.tracking import finished_tag, int_tag, sweep_filter
+from gppo.store.uri import is_database, scheme_of
 
 PAGE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
 #: latest-metric names a report reads besides eval/… and eval_base/…
@@ -139,15 +139,12 @@ def _sql_engine(uri: str):
 
     A relative SQLite path is made absolute first, so that an engine cached for one working
     directory is never used for the same URI in another."""
-    from mlflow.store.db.db_types import DATABASE_ENGINES
-
-    scheme = urlsplit(uri).scheme.split("+")[0]
-    if scheme not in DATABASE_ENGINES:
+    if not is_database(uri):
         return None
     from sqlalchemy.engine import make_url
 
     url = make_url(uri)
-    if scheme == "sqlite" and url.database and url.database != ":memory:":
+    if scheme_of(uri) == "sqlite" and url.database and url.database != ":memory:":
         url = url.set(database=os.path.abspath(url.database))
     return _engine(url.render_as_string(hide_password=False))
 

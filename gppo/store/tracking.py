@@ -9,7 +9,6 @@ schema once, before any cell starts (concurrent first-time migrations would race
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -18,37 +17,15 @@ from typing import Any, TypeVar
 
 from gppo import metrics as M
 from gppo.cell import Cell
+from gppo.store.uri import DEFAULT_URI, resolve_tracking_uri, state_root  # noqa: F401 (re-exported)
 
 T = TypeVar("T")
-DEFAULT_URI = "sqlite:///mlflow.db"
 PARAM_VALUE_MAX = 6000
 TAG_VALUE_MAX = 7500
 #: MLflow 3's experiment type tag; ``custom_model_development`` is "Machine learning" (model
 #: training) in the UI, as opposed to ``genai_development`` (traces, GenAI overview)
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
-
-
-def resolve_tracking_uri(uri: str | None) -> str:
-    """The spec's URI, else ``MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``; a relative
-    SQLite or file path is made absolute (jobs run in another working directory)."""
-    uri = uri or os.environ.get(M.ENV_TRACKING_URI) or DEFAULT_URI
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
-    if "://" not in uri:
-        return str(Path(uri).resolve())
-    return uri
-
-
-def state_root(uri: str) -> Path:
-    """Where ``.gppo/`` (per-sweep state) lives: next to a local store, else the cwd."""
-    if uri.startswith("sqlite:///"):
-        return Path(uri.removeprefix("sqlite:///")).parent / ".gppo"
-    if uri.startswith("file://"):
-        return Path(uri.removeprefix("file://")).parent / ".gppo"
-    if "://" not in uri:
-        return Path(uri).parent / ".gppo"
-    return Path.cwd() / ".gppo"
 
 
 #: Errors of a store written by several processes at once that a retry resolves: SQLite's

@@ -161,7 +161,7 @@ class Launcher:
 
         Raises :class:`gppo.sweep.guard.StoreNotShared` or :class:`LaunchBusy` before anything
         is submitted."""
-        from gppo.store.tracking import resolve_tracking_uri
+        from gppo.store.uri import resolve_tracking_uri
 
         spec = self.plan.spec
         check_store_reachable(
