@@ -368,33 +368,3 @@ def render(table: Table1, fmt: str) -> str:
         return RENDERERS[fmt](table)
     except KeyError:
         raise ValueError(f"unknown format {fmt!r}; known: {', '.join(FORMATS)}, all") from None
-
-
-def to_rich(table: Table1) -> list:
-    """rich Tables (one per domain) with bold / underline / italic highlights, and the notes."""
-    from rich.table import Table
-    from rich.text import Text
-
-    styles = {1: "bold", 2: "underline", 3: "italic"}
-    out: list = []
-    for block in table.blocks:
-        text, rank = frames(table, block, "rich")
-        if table.multi_seed:  # terminal: Avg., Δ, P(>) with intervals; benchmarks in the report
-            text, rank = text.drop(columns=block.benchmarks), rank.drop(columns=block.benchmarks)
-        rt = Table(title=block.domain, show_lines=False)
-        for col in text.columns:
-            rt.add_column(col, justify="left" if col in ("Divergence", "Estimator") else "right")
-        last = None
-        for i in range(len(text)):
-            values = list(text.iloc[i])
-            if values[0] == last:
-                values[0] = ""
-            else:
-                last = values[0]
-            rt.add_row(
-                *[Text(v, style=styles.get(int(rank.iloc[i, j]), "")) for j, v in enumerate(values)]
-            )
-        out.append(rt)
-    brief = "This view leaves out the per-benchmark columns: see the report (table1.md)."
-    out.extend(Text(n) for n in [*notes(table, "rich"), *([brief] if table.multi_seed else [])])
-    return out

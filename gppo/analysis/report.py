@@ -21,6 +21,8 @@ from gppo.analysis.tidy import read_scores_csv
 from gppo.cell import Cell
 
 TABLE_STEM = "table1"
+#: where ``launch`` writes a finished sweep's report, relative to the working directory
+REPORTS_DIR = Path("reports")
 
 
 @dataclass
@@ -60,7 +62,7 @@ def resolve_spec(path: str | Path) -> SweepTarget:
 def target_of(plan: Any, tracking_uri: str | None = None) -> SweepTarget:
     """What a report needs from a loaded :class:`gppo.grid.Plan`."""
     from gppo.analysis.page import spec_as_run
-    from gppo.store.tracking import resolve_tracking_uri
+    from gppo.store.uri import resolve_tracking_uri
 
     spec = plan.spec
     return SweepTarget(
@@ -255,3 +257,10 @@ def write_report_from_csv(
         )
         files.append(report.page)
     return report
+
+
+def after_sweep(plan: Any, *, tracking_uri: str, experiment_id: str) -> Report:
+    """What ``launch`` does once every cell has finished: Table 1 and the figures in
+    ``reports/<sweep id>/``, attached to the sweep's parent MLflow run (the launcher calls it
+    inside ``try/except``, so a report that cannot be built never fails a finished sweep)."""
+    return write_report_for_spec(target_of(plan, tracking_uri), REPORTS_DIR / plan.sweep_id)

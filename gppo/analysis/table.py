@@ -24,13 +24,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import Decimal
 
 import pandas as pd
 
 from gppo.analysis import stats as S
 from gppo.analysis.tidy import ALIAS_CELLS, BASE, BASELINES, STATUSES
 from gppo.registry import LazyMapping
+from gppo.scores import pct, quantize
 
 #: Row order of the divergences and estimators: the paper's Table 1 display order (TV, Hellinger,
 #: χ², KL; MC, Binary, Atomic), a deliberate choice that differs from the registries' order.
@@ -141,15 +142,6 @@ class Table1:
 
     def mark(self, reason: str | None) -> str:
         return next((f.mark for f in self.footnotes if f.reason == reason), "")
-
-
-def pct(score: float) -> Decimal:
-    """A fraction as an exact decimal percent (0.346 -> Decimal('34.600'))."""
-    return Decimal(repr(float(score))) * 100
-
-
-def quantize(value: Decimal, places: int) -> Decimal:
-    return value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
 
 
 def relative_pct(avg: Decimal, ref: Decimal) -> Decimal:

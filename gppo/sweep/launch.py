@@ -43,6 +43,9 @@ from gppo.sweep.session import SweepContext, open_sweep
 from gppo.sweep.signals import signals_set
 
 log = logging.getLogger(__name__)
+#: called as ``hook(plan, tracking_uri=, experiment_id=)`` once every cell has finished; what it
+#: returns is kept as :attr:`LaunchResult.report` (the CLI passes the report writer)
+AfterSweep = Callable[..., Any]
 PENDING, WAITING, RUNNING, ENDING, DONE = "pending", "waiting", "running", "ending", "done"
 
 
@@ -69,7 +72,7 @@ class LaunchResult:
     cells: dict[str, CellState] = field(default_factory=dict)
     interrupted: bool = False
     detached: bool = False
-    #: what :func:`gppo.sweep.hooks.after_sweep` returned (the report), when it ran
+    #: what the ``after_sweep`` hook returned (the report), when it ran
     report: Any = None
 
     def count(self, state: str) -> int:
@@ -141,12 +144,14 @@ class Launcher:
         metrics_every_s: float = 5.0,
         on_update: Callable[[LaunchResult], None] | None = None,
         stop_event: threading.Event | None = None,
+        after_sweep: AfterSweep | None = None,
     ) -> None:
         self.plan, self.address, self.detach = plan, address, detach
         self.max_concurrent = max_concurrent or plan.spec.ray.max_concurrent
         self.poll_s, self.metrics_every_s = poll_s, metrics_every_s
         self.on_update = on_update or (lambda _r: None)
         self.stop_event = stop_event or threading.Event()
+        self.after_sweep = after_sweep
         self.backend = get_backend(plan.spec.backend)
         self.retries = plan.spec.retries
         self.lost = False  # the lease was taken over by another launcher (server store)
@@ -156,7 +161,7 @@ class Launcher:
 
         Raises :class:`gppo.sweep.guard.StoreNotShared` or :class:`LaunchBusy` before anything
         is submitted."""
-        from gppo.store.tracking import resolve_tracking_uri
+        from gppo.store.uri import resolve_tracking_uri
 
         spec = self.plan.spec
         check_store_reachable(
@@ -329,29 +334,16 @@ class Launcher:
             status = "FINISHED" if result.ok else ("KILLED" if result.interrupted else "FAILED")
             ctx.tracking.terminate(ctx.parent_run_id, status)
             if ctx.cluster is not None and ctx.cluster.local:
-                remember_last_cluster(ctx)
                 stop_local_head(ctx.state_dir)
         self.on_update(result)
-        if result.ok:
-            run_after_sweep_hook(ctx, result)
+        if result.ok and self.after_sweep is not None:
+            run_after_sweep_hook(ctx, result, self.after_sweep)
 
 
-def remember_last_cluster(ctx: SweepContext) -> None:
-    """Keep the stopped head's temp dir, where ``logs`` still finds the job logs."""
-    import json
-
-    if ctx.cluster is not None and ctx.cluster.temp_dir:
-        (ctx.state_dir / "last_cluster.json").write_text(
-            json.dumps({"temp_dir": ctx.cluster.temp_dir, "address": ctx.cluster.address})
-        )
-
-
-def run_after_sweep_hook(ctx: SweepContext, result: LaunchResult) -> None:
-    """Call :func:`gppo.sweep.hooks.after_sweep` (the report); never fails the launch."""
+def run_after_sweep_hook(ctx: SweepContext, result: LaunchResult, hook: AfterSweep) -> None:
+    """Call ``hook`` (the CLI passes the report writer); never fails the launch."""
     try:
-        from gppo.sweep.hooks import after_sweep
-
-        result.report = after_sweep(
+        result.report = hook(
             ctx.plan, tracking_uri=ctx.tracking.uri, experiment_id=ctx.experiment_id
         )
     except Exception as exc:

@@ -131,22 +131,3 @@ class LaunchOutput:
     def __exit__(self, *exc: Any) -> None:
         if self.live is not None:
             self.live.__exit__(*exc)
-
-
-def print_table1(console: Any, table1: Any) -> None:
-    """Table 1 as rich tables whose cells never wrap ("Binary (DPPO)" on one line): boxed when
-    that fits the console, else compact (no vertical rules, single spaces between columns;
-    quickstart's table: 88 columns boxed, 79 compact)."""
-    from rich import box
-    from rich.console import Console
-
-    from gppo.analysis.render import to_rich
-
-    wide = Console(width=1000)
-    for item in to_rich(table1):
-        if isinstance(item, Table):
-            for col in item.columns:
-                col.no_wrap = True
-            if wide.measure(item).maximum > console.width:
-                item.box, item.pad_edge, item.collapse_padding = box.SIMPLE_HEAD, False, True
-        console.print(item)

@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from gppo import metrics as M
+from gppo.scores import pct, quantize
 
 
 def stamp(now: float | None = None) -> str:
@@ -52,8 +53,6 @@ def eta_s(
 
 def _pct(score: float) -> str:
     """A fraction in percent, one decimal, rounded as Table 1 rounds (half up)."""
-    from gppo.analysis.table import pct, quantize
-
     return str(quantize(pct(score), 1))
 
 

@@ -14,8 +14,9 @@ from scipy import stats
 
 from gppo.analysis import stats as S
 from gppo.analysis.render import to_csv, to_html, to_latex, to_markdown
-from gppo.analysis.table import build_table1, pct, quantize
+from gppo.analysis.table import build_table1
 from gppo.analysis.tidy import normalise, read_scores_csv
+from gppo.scores import pct, quantize
 
 PAPER_CSV = Path(__file__).parent / "data" / "paper_table1.csv"
 

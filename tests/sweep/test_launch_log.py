@@ -104,8 +104,8 @@ def test_final_table_never_wraps_a_row_label_at_80_or_100_columns():
     from rich.console import Console
 
     from gppo.analysis.table import build_table1
+    from gppo.analysis.terminal import print_table1
     from gppo.analysis.tidy import read_scores_csv
-    from gppo.sweep.progress import print_table1
 
     paper = Path(__file__).parents[1] / "analysis" / "data" / "paper_table1.csv"
     table = build_table1(read_scores_csv(paper), reference="tv/mc")
@@ -129,8 +129,8 @@ def test_multi_seed_final_table_fits_100_columns_without_cutting_a_number():
     from rich.console import Console
 
     from gppo.analysis.table import build_table1
+    from gppo.analysis.terminal import print_table1
     from gppo.analysis.tidy import normalise, read_scores_csv
-    from gppo.sweep.progress import print_table1
 
     paper = read_scores_csv(Path(__file__).parents[1] / "analysis" / "data" / "paper_table1.csv")
     rng = np.random.default_rng(0)
