@@ -40,11 +40,13 @@ from collections.abc import Callable
 import torch
 
 from gppo.objectives import gppo_policy_loss
-from gppo.objectives.methods import get_method
+from gppo.objectives.divergences import paper_divergences
+from gppo.objectives.estimators import paper_estimators
+from gppo.objectives.methods import baseline_names, get_method
 
-GRID = [(d, e) for d in ("tv", "chi2", "kl", "hellinger") for e in ("mc", "atomic", "binary")]
+GRID = [(d, e) for d in paper_divergences() for e in paper_estimators()]
 EXTENSIONS = [(d, e) for d in ("rkl", "js", "alpha:0.5") for e in ("mc", "atomic", "binary")]
-BASELINES = ["gspo", "gmpo", "sapo", "cispo", "clip_cov"]
+BASELINES = baseline_names()
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 LossFn = Callable[[torch.Tensor], tuple[torch.Tensor, dict]]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One-command GPU check for the verl path (issue 12). For one GPU (H200 class) with torch,
+# One-command GPU check for the verl path. For one GPU (H200 class) with torch,
 # transformers and CUDA installed; no network; verl, Ray, MLflow and vLLM may be missing.
 #
 #   scripts/gpu-check.sh [OUT_DIR]        (default: ./gpu-check-out)

@@ -14,9 +14,6 @@ from rich.console import Console
 
 from gppo.cli.errors import EXIT_USAGE, fail
 
-DEFAULT_DIVERGENCES = ("tv", "hellinger", "chi2", "kl")
-DEFAULT_ESTIMATORS = ("mc", "binary", "atomic")
-
 
 def report(
     spec: Annotated[
@@ -108,9 +105,10 @@ def regions(
     from rich.table import Table
 
     from gppo.analysis import figures as F
+    from gppo.analysis.table import DIV_ORDER, EST_ORDER  # the paper's grid, Table 1's order
 
-    divs = list(divergence or DEFAULT_DIVERGENCES)
-    ests = list(estimator or DEFAULT_ESTIMATORS)
+    divs = list(divergence or DIV_ORDER)
+    ests = list(estimator or EST_ORDER)
     cells = [(d, e) for d in divs for e in ests]
     try:
         bounds = F.region_table(cells, r_min=r_min)

@@ -31,10 +31,10 @@ def _parse_value(text: str) -> Any:
 
 def cell_from_flags(args: argparse.Namespace) -> Cell:
     """A Cell from ``--method/--divergence/--estimator/--seed/--domain/--set`` flags."""
-    from gppo.objectives.divergences import known_divergences
+    from gppo.objectives.divergences import DIVERGENCES, parse_alpha
 
     method, div, est = args.method, args.divergence, args.estimator
-    if method in known_divergences() or method.startswith("alpha:"):
+    if method in DIVERGENCES or parse_alpha(method) is not None:
         method, div = "gppo", method
     settings: dict[str, Any] = {}
     if args.domain:
