@@ -77,16 +77,39 @@ def make_sampler(spec: TuneSpec) -> optuna.samplers.BaseSampler:
     )
 
 
-def open_study(spec: TuneSpec) -> optuna.Study:
+def open_study(spec: TuneSpec, storage: optuna.storages.BaseStorage | None = None) -> optuna.Study:
     """Create the study, or load it when it exists (the same command resumes)."""
     optuna.logging.set_verbosity(
         int(os.environ.get("GPPO_OPTUNA_VERBOSITY", optuna.logging.WARNING))
     )
     return optuna.create_study(
-        storage=make_storage(storage_url(spec)),
+        storage=storage or make_storage(storage_url(spec)),
         study_name=spec.study_name,
         direction="maximize",
         sampler=make_sampler(spec),
         pruner=make_pruner(spec),
         load_if_exists=True,
     )
+
+
+def trial_handle(
+    study: optuna.Study, storage: optuna.storages.BaseStorage, number: int
+) -> optuna.trial.Trial:
+    """An :class:`optuna.trial.Trial` for trial ``number`` of ``study``, whichever process asked
+    for it (a RUNNING trial of a dead tuner, to report to and set attributes on).
+
+    ``storage`` is the study's storage as this process opened it (:func:`make_storage`); the
+    trial's id comes from its documented lookups, never from Optuna's private attributes."""
+    study_id = storage.get_study_id_from_name(study.study_name)
+    trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, number)
+    return optuna.trial.Trial(study, trial_id)
+
+
+def load_study(spec: TuneSpec) -> optuna.Study | None:
+    """The spec's existing study (for a report), or None when it was never run."""
+    try:
+        return optuna.load_study(
+            study_name=spec.study_name, storage=make_storage(storage_url(spec))
+        )
+    except KeyError:
+        return None

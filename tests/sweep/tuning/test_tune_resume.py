@@ -71,8 +71,9 @@ def test_kill9_then_resume_to_completion(tmp_path: Path, ray_cluster) -> None:
         assert proc.wait(timeout=90) != 0
     study = open_study(spec)
     jobs = ray_cluster.client()
+    by_number = {t.number: t for t in study.trials}
     for t in interrupted:
-        after = study._storage.get_trial(t._trial_id)
+        after = by_number[t.number]
         assert after.state == TrialState.FAIL and "interrupted" in after.user_attrs[A.FAILURE]
         assert jobs.get_job_status(t.user_attrs[A.JOB_ID]).value in ("STOPPED", "FAILED")
 
@@ -87,10 +88,8 @@ def test_kill9_then_resume_to_completion(tmp_path: Path, ray_cluster) -> None:
     study = open_study(spec)
     # a trial of the dead tuner whose job never reached the cluster
     ghost = study.ask()
-    study._storage.set_trial_user_attr(
-        ghost._trial_id, A.OWNER, {"host": socket.gethostname(), "pid": proc.pid, "token": "x"}
-    )
-    study._storage.set_trial_user_attr(ghost._trial_id, A.JOB_ID, "gppo-no-such-job")
+    ghost.set_user_attr(A.OWNER, {"host": socket.gethostname(), "pid": proc.pid, "token": "x"})
+    ghost.set_user_attr(A.JOB_ID, "gppo-no-such-job")
     assert {t.number for t in study.get_trials(states=(TrialState.RUNNING,))} >= {
         *left,
         ghost.number,
