@@ -68,3 +68,14 @@ def submit_trial(
 def end_trial(disp: Dispatcher, run_id: str, sid: str, state: str, note: str = "") -> None:
     """End a trial's run from its Optuna ``state`` (:data:`OUTCOME`, tag TAG_TRIAL_STATE)."""
     disp.end(run_id, sid, OUTCOME[state], note=note, tags={TAG_TRIAL_STATE: state})
+
+
+def trial_run(session: Session, number: int) -> Any | None:
+    """Trial ``number``'s latest MLflow run, found by its tags (None if it has none): the run
+    exists before the job is submitted, so a tuner that died before recording it is covered."""
+    flt = (
+        f"tags.`{M.TAG_SWEEP_ID}` = '{session.sweep_id}' and "
+        f"tags.`{M.TAG_TRIAL_NUMBER}` = '{number}'"
+    )
+    runs = session.tracking.search(session.experiment_id, flt)
+    return max(runs, key=lambda r: r.info.start_time, default=None)

@@ -11,49 +11,67 @@ run goes through the launcher's own rule for a run whose driver died
 * no job recorded, the job FAILED/STOPPED, or the cluster no longer knows it → the job is stopped
   (if it still runs without a run), the trial is told FAIL and its MLflow run ends FAILED.
 
+A trial's run is found by its tags when the dead tuner had not recorded it yet (it is created
+before the job is submitted), so no run of a dead tuner stays RUNNING.
+
 Trials owned by a live tuner (same study on a shared database) are left alone. Afterwards no
 trial of a dead tuner stays RUNNING, and the loop continues to ``n_trials`` done trials.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from gppo import metrics as M
 from gppo.sweep.dispatcher import ACTIVE
 from gppo.sweep.launch import settle_orphan
 from gppo.sweep.tuning import attrs
+from gppo.sweep.tuning.jobs import trial_run
 from gppo.sweep.tuning.study import trial_handle
 
 if TYPE_CHECKING:
     from gppo.sweep.tuning.runner import Tuner
 
 
-def _job_status(tuner: Tuner, ft: FrozenTrial) -> str | None:
+def _run_of(tuner: Tuner, trial: optuna.trial.Trial, ft: FrozenTrial) -> Any | None:
+    """The orphan's MLflow run: recorded in its user attrs, else found by its tags (the tuner
+    died between creating it and recording it; the attrs are recorded now)."""
+    run_id = ft.user_attrs.get(attrs.RUN_ID)
+    if run_id:
+        return tuner.session.tracking.get_run(run_id)
+    run = trial_run(tuner.session, ft.number)
+    if run is not None:
+        trial.set_user_attr(attrs.RUN_ID, run.info.run_id)
+        trial.set_user_attr(attrs.JOB_ID, run.data.tags.get(M.TAG_RAY_JOB_ID, ""))
+    return run
+
+
+def _job_status(tuner: Tuner, run: Any | None, job_id: str) -> str | None:
     """The orphan's job status after settling its run (None: unknown to the cluster)."""
-    run_id, job_id = ft.user_attrs.get(attrs.RUN_ID), ft.user_attrs.get(attrs.JOB_ID) or ""
-    if not run_id:  # the tuner died between submitting and recording the run: stop its job
-        job = tuner.disp.status(job_id) if job_id else None
-        if job in ACTIVE:
-            tuner.stop(job_id)
-        return job
-    run = tuner.session.tracking.get_run(run_id)
-    if run.info.status != "RUNNING":
-        return tuner.disp.status(job_id)
-    return settle_orphan(
-        tuner.session, tuner.disp, tuner.disp.attach(None, run), run, driver="tuner"
-    )
+    if run is not None and run.info.status == "RUNNING":
+        att = tuner.disp.attach(None, run)
+        return settle_orphan(tuner.session, tuner.disp, att, run, driver="tuner")
+    job = tuner.disp.status(job_id) if job_id else None
+    if job in ACTIVE and run is None:  # a job without a run: nothing can follow it
+        tuner.stop(job_id)
+    return job
 
 
 def _settle(tuner: Tuner, ft: FrozenTrial) -> str:
     """Adopt, complete or fail one orphaned trial; returns which."""
-    run_id, job_id = ft.user_attrs.get(attrs.RUN_ID), ft.user_attrs.get(attrs.JOB_ID) or ""
+    trial = trial_handle(tuner.study, tuner.storage, ft.number)
+    run = _run_of(tuner, trial, ft)
+    run_id = run.info.run_id if run is not None else None
+    job_id = ft.user_attrs.get(attrs.JOB_ID) or (
+        run.data.tags.get(M.TAG_RAY_JOB_ID, "") if run is not None else ""
+    )
     try:
-        status = _job_status(tuner, ft)
+        status = _job_status(tuner, run, job_id)
     except Exception:  # the cluster does not answer
         status = "UNREACHABLE"
-    trial = trial_handle(tuner.study, tuner.storage, ft.number)
     if status in ACTIVE and run_id:
         tuner.adopt(trial, ft, run_id, job_id)
         return "adopted"
