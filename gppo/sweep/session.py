@@ -73,28 +73,6 @@ class SweepContext(Session):
     plan: Plan
 
 
-def _open(
-    uri: str | None, experiment: str, sweep_id: str, address: str | None, start_cluster: bool
-) -> dict[str, Any]:
-    tracking = Tracking(uri)
-    tracking.init_store()
-    exp = tracking.experiment_id(experiment)
-    assert exp is not None
-    parent = tracking.sweep_run(exp, sweep_id)
-    assert parent is not None
-    state_dir = state_dir_of(uri, sweep_id)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    cluster = ensure_cluster(address, state_dir, start=start_cluster)
-    return {
-        "sweep_id": sweep_id,
-        "tracking": tracking,
-        "experiment_id": exp,
-        "parent_run_id": parent,
-        "state_dir": state_dir,
-        "cluster": cluster,
-    }
-
-
 def open_session(
     tracking_uri: str | None,
     experiment: str,
@@ -104,7 +82,16 @@ def open_session(
     start_cluster: bool = True,
 ) -> Session:
     """Create the store's schema, the experiment and the parent run; attach/start Ray."""
-    return Session(**_open(tracking_uri, experiment, sweep_id, address, start_cluster))
+    tracking = Tracking(tracking_uri)
+    tracking.init_store()
+    exp = tracking.experiment_id(experiment)
+    assert exp is not None
+    parent = tracking.sweep_run(exp, sweep_id)
+    assert parent is not None
+    state_dir = state_dir_of(tracking_uri, sweep_id)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    cluster = ensure_cluster(address, state_dir, start=start_cluster)
+    return Session(sweep_id, tracking, exp, parent, state_dir, cluster)
 
 
 def open_sweep(
@@ -112,14 +99,14 @@ def open_sweep(
 ) -> SweepContext:
     """:func:`open_session` for a grid sweep (its spec's store, experiment and cluster)."""
     spec = plan.spec
-    opened = _open(
+    session = open_session(
         spec.tracking.uri,
         spec.experiment,
         plan.sweep_id,
-        address or spec.ray.address,
-        start_cluster,
+        address=address or spec.ray.address,
+        start_cluster=start_cluster,
     )
-    return SweepContext(**opened, plan=plan)
+    return SweepContext(**vars(session), plan=plan)
 
 
 def read_sweep(plan: Plan) -> tuple[Tracking, str] | None:

@@ -97,69 +97,54 @@ def write_table(
     return path
 
 
-def _plot(name: str, folder: Path, make_html: Any, make_png: Any, files: list[Path]) -> None:
-    fig = make_html()
-    html = folder / f"{name}.html"
-    fig.write_html(str(html), include_plotlyjs="directory")
-    files.append(html)
+def _plot(name: str, study: optuna.Study, folder: Path) -> list[Path]:
+    """``<name>.html`` (``optuna.visualization.plot_<name>``) and ``<name>.png`` (its
+    matplotlib twin) in ``folder``."""
+    import warnings
+
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from optuna import visualization as vis
+    from optuna.visualization import matplotlib as vis_mpl
 
-    ax = make_png()
-    png = folder / f"{name}.png"
+    html, png = folder / f"{name}.html", folder / f"{name}.png"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # optuna's "experimental" warnings on the mpl plots
+        getattr(vis, f"plot_{name}")(study).write_html(str(html), include_plotlyjs="directory")
+        ax = getattr(vis_mpl, f"plot_{name}")(study)
     figure = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
     figure.savefig(png, dpi=120, bbox_inches="tight")
     plt.close(figure)
-    files.append(png)
+    return [html, png]
 
 
 def write_report(
     spec: TuneSpec, study: optuna.Study, folder: Path, console: Console | None = None
 ) -> Report:
     """Write the report files into ``folder`` and print the table of best trials."""
-    import warnings
-
-    from optuna import visualization as vis
-    from optuna.visualization import matplotlib as vis_mpl
-
     folder.mkdir(parents=True, exist_ok=True)
     rows = best_rows(study, spec.tune.top)
     report = Report(folder, rows)
     title = f"best trials of study {spec.study_name}"
     report.files.append(write_table(rows, BEST_COLUMNS, folder / "best_trials.md", title, console))
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # optuna's "experimental" warnings on the mpl plots
-        if complete:
-            _plot(
-                "optimization_history",
-                folder,
-                lambda: vis.plot_optimization_history(study),
-                lambda: vis_mpl.plot_optimization_history(study),
-                report.files,
-            )
-        else:
-            report.notes.append("no COMPLETE trial yet: no optimisation history")
-        varying = {
-            k for t in complete for k in t.params if len({u.params.get(k) for u in complete}) > 1
-        }
-        if len(complete) >= 2 and varying:
-            try:
-                _plot(
-                    "param_importances",
-                    folder,
-                    lambda: vis.plot_param_importances(study),
-                    lambda: vis_mpl.plot_param_importances(study),
-                    report.files,
-                )
-            except (ValueError, RuntimeError) as err:
-                report.notes.append(f"parameter importances skipped: {err}")
-        else:
-            report.notes.append(
-                "parameter importances need 2 COMPLETE trials and a parameter that varies"
-            )
+    varying = {
+        k for t in complete for k in t.params if len({u.params.get(k) for u in complete}) > 1
+    }
+    importances = len(complete) >= 2 and varying
+    plots = {  # plot: the note when it cannot be drawn yet, else None
+        "optimization_history": None if complete else "no COMPLETE trial yet: no optimisation history",
+        "param_importances": None if importances
+        else "parameter importances need 2 COMPLETE trials and a parameter that varies",
+    }  # fmt: skip
+    for name, note in plots.items():
+        try:
+            report.files += [] if note else _plot(name, study, folder)
+        except (ValueError, RuntimeError) as err:
+            note = f"{name.replace('param_', 'parameter ').replace('_', ' ')} skipped: {err}"
+        report.notes += [note] if note else []
     if rows:
         report.best_spec = write_best_spec(spec, rows[0], folder / "best.yaml")
         report.files.append(report.best_spec)

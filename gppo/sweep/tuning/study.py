@@ -11,12 +11,7 @@ from pathlib import Path
 import optuna
 
 from gppo.store.tracking import resolve_tracking_uri, state_root
-from gppo.sweep.tuning.spec import (
-    HyperbandPrunerSpec,
-    MedianPrunerSpec,
-    NoPrunerSpec,
-    TuneSpec,
-)
+from gppo.sweep.tuning.spec import TuneSpec
 
 #: File name of the default Optuna store, next to the MLflow store.
 DEFAULT_DB = "optuna.db"
@@ -49,22 +44,17 @@ def make_storage(url: str) -> optuna.storages.RDBStorage:
     return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
 
 
+#: Optuna's pruner of each ``tune.pruner.kind``; the spec's other fields are its arguments
+PRUNERS = {
+    "median": optuna.pruners.MedianPruner,
+    "hyperband": optuna.pruners.HyperbandPruner,
+    "none": optuna.pruners.NopPruner,
+}
+
+
 def make_pruner(spec: TuneSpec) -> optuna.pruners.BasePruner:
     p = spec.tune.pruner
-    if isinstance(p, MedianPrunerSpec):
-        return optuna.pruners.MedianPruner(
-            n_startup_trials=p.n_startup_trials,
-            n_warmup_steps=p.n_warmup_steps,
-            interval_steps=p.interval_steps,
-        )
-    if isinstance(p, HyperbandPrunerSpec):
-        return optuna.pruners.HyperbandPruner(
-            min_resource=p.min_resource,
-            max_resource=p.max_resource,
-            reduction_factor=p.reduction_factor,
-        )
-    assert isinstance(p, NoPrunerSpec)
-    return optuna.pruners.NopPruner()
+    return PRUNERS[p.kind](**p.model_dump(exclude={"kind"}))
 
 
 def make_sampler(spec: TuneSpec) -> optuna.samplers.BaseSampler:
