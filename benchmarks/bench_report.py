@@ -7,7 +7,7 @@ in a few bulk inserts: creating 10,000 runs through the client takes ~50 ms each
 timed steps use only the public client API, exactly as ``gppo-sweep report`` does:
 
 - ``search_runs (raw)``: MLflow's paged ``search_runs`` alone (the reference of the ratio column);
-- ``collect``: the report's collect step (SQL fast path of gppo/analysis/runs.py + the tidy frame:
+- ``collect``: the report's collect step (SQL fast path of gppo/store/records.py + the tidy frame:
   latest attempt per cell, statuses, base row);
 - ``collect (search_runs)``: the same through the public ``search_runs`` path (remote stores);
 - ``build``: Table 1 model (means, 95% CIs, ranks, footnotes);
@@ -31,8 +31,8 @@ from sqlalchemy import insert
 from gppo import metrics as M
 from gppo.analysis.collect import collect
 from gppo.analysis.render import FORMATS, render
-from gppo.analysis.runs import search_all, sweep_filter
 from gppo.analysis.table import build_table1
+from gppo.store.records import search_all, sweep_filter
 
 DIVERGENCES = ("tv", "hellinger", "chi2", "kl", "js")
 ESTIMATORS = ("mc", "binary", "atomic")

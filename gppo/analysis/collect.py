@@ -1,7 +1,7 @@
 """MLflow -> the tidy score table (gppo/analysis/tidy.py), with status, steps and wall time.
 
 Reads only the names of gppo/metrics.py. Cost: one query for the sweep's cell runs with their
-latest metric values (gppo/analysis/runs.py: SQL fast path or paged ``search_runs``), plus, only
+latest metric values (:mod:`gppo.store.records`: SQL fast path or paged ``search_runs``), plus, only
 when the backends did not log ``eval_base/...``, one ``get_metric_history`` per benchmark for the
 few runs the base row is taken from (one run per domain and seed).
 """
@@ -17,9 +17,17 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from gppo import metrics as M
-from gppo.analysis.runs import RunRecord, fetch_records, no_gc
 from gppo.analysis.tidy import BASE, cell_label, empty_tidy, expected_keys, normalise
 from gppo.cell import Cell
+from gppo.store.records import (
+    RunRecord,
+    fetch_records,
+    find_sweep_run,
+    latest_attempts,
+    no_gc,
+    run_status,
+)
+from gppo.store.tracking import int_tag
 
 
 @dataclass
@@ -31,42 +39,6 @@ class Collected:
     k: int | None
     parent_run_id: str | None = None
     client: MlflowClient | None = field(default=None, repr=False)
-
-
-def find_sweep_run(client: MlflowClient, sweep_id: str, *, fast: bool = True) -> RunRecord | None:
-    """The sweep's parent run (tag gppo.role=sweep), the first started if several (as sweep/)."""
-    runs = fetch_records(client, sweep_id, M.ROLE_SWEEP, fast=fast)
-    return min(runs, key=lambda r: r.start_time or 0) if runs else None
-
-
-def latest_attempts(runs: Iterable[RunRecord]) -> dict[str, RunRecord]:
-    """Per cell id, the run of the highest gppo.attempt (then the latest start time)."""
-    best: dict[str, tuple[tuple[int, int], RunRecord]] = {}
-    for run in runs:
-        tags = run.tags
-        cell_id = tags.get(M.TAG_CELL_ID) or run.run_id
-        key = (_int(tags.get(M.TAG_ATTEMPT), 0), run.start_time or 0)
-        if cell_id not in best or key > best[cell_id][0]:
-            best[cell_id] = (key, run)
-    return {cid: run for cid, (_, run) in best.items()}
-
-
-def run_status(run: RunRecord) -> str:
-    """``finished`` (final eval logged), ``running`` or ``failed``."""
-    status = run.status
-    done = run.tags.get(M.TAG_FINISHED, "").lower() == "true"
-    if done and status not in ("FAILED", "KILLED"):
-        return "finished"
-    if status in ("RUNNING", "SCHEDULED"):
-        return "running"
-    return "failed"
-
-
-def _int(value: str | None, default: int) -> int:
-    try:
-        return int(value) if value is not None else default
-    except ValueError:
-        return default
 
 
 def _eval_scores(metrics: dict[str, float], k: int | None, base: bool = False) -> dict[str, float]:
@@ -117,7 +89,7 @@ def collect(
         expected: the spec's expanded cells; those without a run are reported as ``missing``.
         k: avg@k to read (default: the largest k logged).
         reference: cell whose runs give the base row (falls back to any cell of the same seed).
-        fast: read SQL stores through the fast path of gppo/analysis/runs.py.
+        fast: read SQL stores through the fast path of :mod:`gppo.store.records`.
     """
     client = client or MlflowClient(tracking_uri=tracking_uri)
     with no_gc():
@@ -153,7 +125,7 @@ def _tidy(
         except ValueError:
             label = cell_id
         domain = tags.get(M.TAG_DOMAIN, "") or "default"
-        seed = _int(tags.get(M.TAG_SEED), 0)
+        seed = int_tag(tags, M.TAG_SEED)
         status = run_status(run)
         scores = _eval_scores(run.metrics, k)
         if status == "finished" and not scores:
@@ -167,7 +139,7 @@ def _tidy(
             "wall_time_s": _wall_time(run, now_ms),
             "run_id": run.run_id,
         }
-        run_rows.append({**common, "cell_id": cell_id, "attempt": _int(tags.get(M.TAG_ATTEMPT), 0)})
+        run_rows.append({**common, "cell_id": cell_id, "attempt": int_tag(tags, M.TAG_ATTEMPT)})
         if status == "finished":
             rows.extend({**common, "benchmark": b, "score": s} for b, s in scores.items())
         else:

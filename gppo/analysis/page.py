@@ -31,6 +31,7 @@ from markupsafe import Markup
 from gppo.analysis.render import to_html
 from gppo.analysis.table import Table1
 from gppo.scores import pct, quantize
+from gppo.store.uri import scheme_of
 
 PAGE_NAME = "report.html"
 #: figures in page order, with their captions; any other PNG goes to "More figures"
@@ -144,7 +145,7 @@ def run_link(tracking_uri: str | None, experiment_id: str | None, run_id: str) -
     """The run's page on an http(s) tracking server, else None."""
     if not (tracking_uri and experiment_id and run_id):
         return None
-    if not tracking_uri.startswith(("http://", "https://")):
+    if scheme_of(tracking_uri) not in ("http", "https"):
         return None
     from gppo.sweep.ui import run_url
 

@@ -62,7 +62,7 @@ def resolve_spec(path: str | Path) -> SweepTarget:
 def target_of(plan: Any, tracking_uri: str | None = None) -> SweepTarget:
     """What a report needs from a loaded :class:`gppo.grid.Plan`."""
     from gppo.analysis.page import spec_as_run
-    from gppo.store.tracking import resolve_tracking_uri
+    from gppo.store.uri import resolve_tracking_uri
 
     spec = plan.spec
     return SweepTarget(

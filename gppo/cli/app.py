@@ -18,6 +18,8 @@ from typing import Annotated, Any
 
 import typer
 
+from gppo.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, fail, one_line_errors
+
 app = typer.Typer(
     name="gppo-sweep",
     help="Run the GPPO Divergence x Estimator grid as Ray jobs tracked in MLflow.",
@@ -33,12 +35,21 @@ AddressOpt = Annotated[
         "--address", help="Ray Jobs API address (default: RAY_ADDRESS, else a local head)"
     ),
 ]
-EXIT_SPEC = 2
+
+
+def command(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``app.command()`` whose errors end as one line and their code (:mod:`gppo.cli.errors`)."""
+
+    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+        app.command(name=name)(one_line_errors(fn))
+        return fn
+
+    return deco
 
 
 def add_command(fn: Callable[..., Any], name: str | None = None) -> None:
     """Register a typer-annotated function as a sub-command (for other packages)."""
-    app.command(name=name)(fn)
+    command(name)(fn)
 
 
 def add_group(sub: typer.Typer, name: str) -> None:
@@ -46,18 +57,10 @@ def add_group(sub: typer.Typer, name: str) -> None:
     app.add_typer(sub, name=name)
 
 
-def _fail(line: str, code: int = EXIT_SPEC) -> typer.Exit:
-    sys.stderr.write(line.rstrip("\n") + "\n")
-    return typer.Exit(code)
-
-
 def _plan(spec: Path):
-    from gppo.grid import SpecError, load_plan
+    from gppo.grid import load_plan
 
-    try:
-        return load_plan(spec)
-    except SpecError as exc:
-        raise _fail(exc.line) from None
+    return load_plan(spec)
 
 
 def _console():
@@ -72,7 +75,7 @@ def _console():
     return console
 
 
-@app.command()
+@command()
 def plan(
     spec: SpecArg,
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list of cells")] = False,
@@ -113,29 +116,26 @@ def plan(
         console.print(f"{env} {r['command']}", markup=False, highlight=False, soft_wrap=True)
 
 
-@app.command()
+@command()
 def check(spec: SpecArg) -> None:
     """Pre-flight a verl spec on CPU: verl's config validation, then each cell's loss through
     verl's own worker loss on synthetic tokens; one line per cell, exit 1 if any fails."""
     import time
 
-    from gppo.backends.verl.preflight import NotAVerlSpec, check_plan
+    from gppo.backends.verl.preflight import check_plan
 
     p = _plan(spec)
     start = time.monotonic()
-    try:
-        results = check_plan(p, str(spec), lambda line: typer.echo(line))
-    except NotAVerlSpec as exc:
-        raise _fail(str(exc)) from None
+    results = check_plan(p, str(spec), lambda line: typer.echo(line))
     failed = sum(not r.ok for r in results)
     typer.echo(
         f"{len(results) - failed}/{len(results)} cells ok ({time.monotonic() - start:.0f} s)"
     )
     if failed:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
-@app.command()
+@command()
 def launch(
     spec: SpecArg,
     address: AddressOpt = None,
@@ -149,8 +149,7 @@ def launch(
     """Run every unfinished cell as a Ray job (resumes: finished cells are skipped)."""
     p = _plan(spec)
     from gppo.analysis.report import after_sweep
-    from gppo.sweep.guard import StoreNotShared
-    from gppo.sweep.launch import LaunchBusy, Launcher
+    from gppo.sweep.launch import Launcher
     from gppo.sweep.progress import LaunchOutput
     from gppo.sweep.progress_log import run_info_from
 
@@ -165,15 +164,13 @@ def launch(
         on_update=out.update,
         after_sweep=after_sweep,
     )
-    try:
+    try:  # LaunchBusy and StoreNotShared (nothing written or submitted) end as one line
         with out:
             result = launcher.run()
-    except LaunchBusy as exc:
-        raise _fail(str(exc), 1) from None
-    except StoreNotShared as exc:  # before anything was written or submitted
-        raise _fail(str(exc)) from None
     except KeyboardInterrupt:  # before dispatch began: nothing was submitted by this launch
-        raise _fail("interrupted before dispatch started; nothing submitted", 130) from None
+        raise fail(
+            "interrupted before dispatch started; nothing submitted", EXIT_INTERRUPTED
+        ) from None
     out.summary(result)
     for st in result.cells.values():
         if st.state == "failed":
@@ -189,12 +186,12 @@ def launch(
     if result.count("done"):
         console.print(f"compare the runs in the MLflow UI: gppo-sweep ui {spec}", markup=False)
     if result.interrupted:
-        raise typer.Exit(130)
+        raise typer.Exit(EXIT_INTERRUPTED)
     if not result.ok:
-        raise typer.Exit(1)
+        raise typer.Exit(EXIT_FAILED)
 
 
-@app.command()
+@command()
 def status(
     spec: SpecArg,
     address: AddressOpt = None,
@@ -215,7 +212,7 @@ def status(
     console.print(status_table(rows))
 
 
-@app.command()
+@command()
 def logs(
     spec: SpecArg,
     cell: Annotated[str, typer.Argument(help="cell id, e.g. kl-atomic-s0")],
@@ -223,39 +220,29 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
 ) -> None:
     """Print the job log of a cell's latest attempt."""
-    from gppo.grid import SpecError
-
     p = _plan(spec)
     from gppo.sweep.control import cell_logs
 
-    try:
-        for chunk in cell_logs(p, cell, address=address, follow=follow):
-            sys.stdout.write(chunk)
-            sys.stdout.flush()
-    except SpecError as exc:
-        raise _fail(exc.line) from None
+    for chunk in cell_logs(p, cell, address=address, follow=follow):
+        sys.stdout.write(chunk)
+        sys.stdout.flush()
 
 
-@app.command()
+@command()
 def cancel(
     spec: SpecArg,
     cell: Annotated[str | None, typer.Argument(help="only this cell")] = None,
     address: AddressOpt = None,
 ) -> None:
     """Stop the sweep's running jobs (or one cell's); without CELL also stop its local Ray head."""
-    from gppo.grid import SpecError
-
     p = _plan(spec)
     from gppo.sweep.control import cancel as do_cancel
 
-    try:
-        stopped = do_cancel(p, cell, address=address)
-    except SpecError as exc:
-        raise _fail(exc.line) from None
+    stopped = do_cancel(p, cell, address=address)
     typer.echo(f"stopped {len(stopped)} cell(s)" + (f": {', '.join(stopped)}" if stopped else ""))
 
 
-@app.command()
+@command()
 def ui(
     spec: SpecArg,
     host: Annotated[str, typer.Option(help="bind address (loopback by default)")] = "127.0.0.1",
@@ -268,12 +255,12 @@ def ui(
     cells, best first) and of MLflow's compare view of its cells. ``/`` leads to the runs."""
     import os
 
-    from gppo.store.tracking import resolve_tracking_uri
+    from gppo.store.uri import is_tracking_server, resolve_tracking_uri
     from gppo.sweep.ui import ENV_HOME, serve, sweep_urls
 
     p = _plan(spec)
     uri = resolve_tracking_uri(p.spec.tracking.uri)
-    served = not ("://" in uri and not uri.startswith(("sqlite:", "file:", "postgresql", "mysql")))
+    served = not is_tracking_server(uri)  # a tracking server serves its own UI
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     base = f"http://{shown}:{port}" if served else uri.rstrip("/")
     urls = sweep_urls(p, base)

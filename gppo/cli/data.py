@@ -9,6 +9,7 @@ import typer
 
 from gppo.backends.verl.data import DataPrepError, prepare
 from gppo.backends.verl.reward import SCORER_OF
+from gppo.cli.errors import fail
 
 data_app = typer.Typer(help="Prepare datasets for the verl backend.", no_args_is_help=True)
 
@@ -39,8 +40,7 @@ def data_prepare(
     try:
         report = prepare(input_path, output_path, source, split=split, skip_invalid=skip_invalid)
     except DataPrepError as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from None
+        raise fail(exc) from None
     typer.echo(f"wrote {report.written} rows ({source}) to {report.output}")
     if report.rejected:
         typer.echo(

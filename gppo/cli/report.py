@@ -1,8 +1,7 @@
 """``gppo-sweep report`` and ``gppo-sweep regions``: typer-annotated plain functions.
 
-Wire them with ``app.command()(report)`` and ``app.command()(regions)``; both can also be called
-directly (every parameter has a plain Python default). Input errors print one line on stderr and
-exit with code 2 (``typer.Exit(2)``).
+:mod:`gppo.cli.app` registers them; both can also be called directly (every parameter has a plain
+Python default). Input errors print one line on stderr and exit with code 2 (:mod:`.errors`).
 """
 
 from __future__ import annotations
@@ -13,13 +12,10 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from gppo.cli.errors import EXIT_USAGE, fail
+
 DEFAULT_DIVERGENCES = ("tv", "hellinger", "chi2", "kl")
 DEFAULT_ESTIMATORS = ("mc", "binary", "atomic")
-
-
-def _fail(message: str) -> typer.Exit:
-    Console(stderr=True, highlight=False, soft_wrap=True).print(f"error: {message}", markup=False)
-    return typer.Exit(code=2)
 
 
 def report(
@@ -55,7 +51,7 @@ def report(
     csvs = list(from_csv or [])
     if csvs and spec is not None:
         if spec.suffix.lower() != ".csv":
-            raise _fail(f"{spec}: give either a SPEC or --from-csv FILE…, not both")
+            raise fail(f"{spec}: give either a SPEC or --from-csv FILE…, not both")
         csvs.append(spec)  # `--from-csv a.csv b.csv`: typer hands b.csv over as SPEC
     try:
         R.parse_formats(format)
@@ -65,7 +61,7 @@ def report(
             )
         else:
             if spec is None and sweep_id is None:
-                raise _fail("give a SPEC, --sweep-id ID or --from-csv FILE")
+                raise fail("give a SPEC, --sweep-id ID or --from-csv FILE")
             target = R.resolve_spec(spec) if spec is not None else None
             result = R.write_report(
                 sweep_id or target.sweep_id,
@@ -80,14 +76,8 @@ def report(
                 attach=attach,
                 spec=target.spec if target else None,
             )
-    except ValueError as exc:  # ReportInputError is a ValueError
-        raise _fail(str(exc)) from None
-    except Exception as exc:
-        from gppo.grid import SpecError
-
-        if isinstance(exc, SpecError):
-            raise _fail(str(exc)) from None
-        raise
+    except ValueError as exc:  # bad input: a spec, a CSV, a format (SpecError, ReportError, ...)
+        raise fail(exc, EXIT_USAGE) from None
     console = Console()
     for item in to_rich(result.table):
         console.print(item)
@@ -126,7 +116,7 @@ def regions(
         bounds = F.region_table(cells, r_min=r_min)
         fig = F.figure1_regions(cells, r_min=r_min)
     except (KeyError, ValueError) as exc:
-        raise _fail(str(exc.args[0]) if exc.args else str(exc)) from None
+        raise fail(str(exc.args[0]) if exc.args else str(exc)) from None
     if out.suffix:
         out.parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out, bbox_inches="tight", dpi=150)

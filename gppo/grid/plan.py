@@ -64,7 +64,7 @@ def plan_rows(plan: Plan, *, regions: bool = True) -> list[dict[str, Any]]:
     the run id, which exists only once the launch creates the cell's run)."""
     from gppo import metrics as M
     from gppo.backends.base import get_backend
-    from gppo.store.tracking import resolve_tracking_uri
+    from gppo.store.uri import resolve_tracking_uri
 
     backend = get_backend(plan.spec.backend)
     launcher_env = {

@@ -1,4 +1,5 @@
-"""The sweep's MLflow layout (see CONVENTIONS.md): store, experiment, parent run, cell runs.
+"""The sweep's MLflow layout: store, experiment, parent run (tag ``gppo.role=sweep``), one child
+run per attempt of each cell (``gppo.role=cell``, tags of :mod:`gppo.metrics`, params = settings).
 
 Only MLflow's client API is used (``MlflowClient``, ``log_batch``), never raw SQL. The SQLite
 store is written by many processes at once (the launcher and every cell): :func:`retry_locked`
@@ -8,7 +9,6 @@ schema once, before any cell starts (concurrent first-time migrations would race
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from collections.abc import Callable, Iterable
@@ -17,37 +17,15 @@ from typing import Any, TypeVar
 
 from gppo import metrics as M
 from gppo.cell import Cell
+from gppo.store.uri import DEFAULT_URI, resolve_tracking_uri, state_root  # noqa: F401 (re-exported)
 
 T = TypeVar("T")
-DEFAULT_URI = "sqlite:///mlflow.db"
 PARAM_VALUE_MAX = 6000
 TAG_VALUE_MAX = 7500
 #: MLflow 3's experiment type tag; ``custom_model_development`` is "Machine learning" (model
 #: training) in the UI, as opposed to ``genai_development`` (traces, GenAI overview)
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
-
-
-def resolve_tracking_uri(uri: str | None) -> str:
-    """The spec's URI, else ``MLFLOW_TRACKING_URI``, else ``sqlite:///mlflow.db``; a relative
-    SQLite or file path is made absolute (jobs run in another working directory)."""
-    uri = uri or os.environ.get(M.ENV_TRACKING_URI) or DEFAULT_URI
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        return "sqlite:///" + str(Path(uri.removeprefix("sqlite:///")).resolve())
-    if "://" not in uri:
-        return str(Path(uri).resolve())
-    return uri
-
-
-def state_root(uri: str) -> Path:
-    """Where ``.gppo/`` (per-sweep state) lives: next to a local store, else the cwd."""
-    if uri.startswith("sqlite:///"):
-        return Path(uri.removeprefix("sqlite:///")).parent / ".gppo"
-    if uri.startswith("file://"):
-        return Path(uri.removeprefix("file://")).parent / ".gppo"
-    if "://" not in uri:
-        return Path(uri).parent / ".gppo"
-    return Path.cwd() / ".gppo"
 
 
 #: Errors of a store written by several processes at once that a retry resolves: SQLite's
@@ -127,6 +105,28 @@ def cell_params(cell: Cell) -> dict[str, str]:
     return params
 
 
+def sweep_filter(sweep_id: str, role: str = M.ROLE_CELL) -> str:
+    """``search_runs`` filter for the runs of one role (cell or sweep) in one sweep."""
+    quoted = sweep_id.replace("'", "\\'")
+    return f"tags.`{M.TAG_ROLE}` = '{role}' AND tags.`{M.TAG_SWEEP_ID}` = '{quoted}'"
+
+
+def cell_tags(cell: Cell, *, attempt: int, role: str = M.ROLE_CELL) -> dict[str, str]:
+    """The tags every run of ``cell`` carries (coordinates, seed, attempt, domain, hash)."""
+    return {
+        M.TAG_ROLE: role,
+        M.TAG_CELL_ID: cell.id,
+        M.TAG_METHOD: cell.method,
+        M.TAG_DIVERGENCE: str(cell.divergence or ""),
+        M.TAG_ESTIMATOR: str(cell.estimator or ""),
+        M.TAG_SEED: str(cell.seed),
+        M.TAG_ATTEMPT: str(attempt),
+        M.TAG_DOMAIN: str(cell.settings.get("domain", "")),
+        M.TAG_BACKEND: cell.backend,
+        M.TAG_CELL_HASH: cell.config_hash,
+    }
+
+
 class Tracking:
     """MLflow access for one sweep: ``Tracking(uri).init_store()`` before any cell starts."""
 
@@ -181,8 +181,7 @@ class Tracking:
 
     def sweep_run(self, experiment_id: str, sweep_id: str, *, create: bool = True) -> str | None:
         """The sweep's parent run id (created once; set back to RUNNING on relaunch)."""
-        flt = f"tags.`{M.TAG_ROLE}` = '{M.ROLE_SWEEP}' and tags.`{M.TAG_SWEEP_ID}` = '{sweep_id}'"
-        found = self.search(experiment_id, flt)
+        found = self.search(experiment_id, sweep_filter(sweep_id, M.ROLE_SWEEP))
         if found:
             run = min(found, key=lambda r: (r.info.start_time, r.info.run_id))
             if create and run.info.status != "RUNNING":
@@ -199,9 +198,8 @@ class Tracking:
 
     def cell_runs(self, experiment_id: str, sweep_id: str) -> dict[str, list[Any]]:
         """Every cell run of the sweep, by cell id, oldest attempt first."""
-        flt = f"tags.`{M.TAG_ROLE}` = '{M.ROLE_CELL}' and tags.`{M.TAG_SWEEP_ID}` = '{sweep_id}'"
         out: dict[str, list[Any]] = {}
-        for run in self.search(experiment_id, flt):
+        for run in self.search(experiment_id, sweep_filter(sweep_id)):
             out.setdefault(run.data.tags.get(M.TAG_CELL_ID, ""), []).append(run)
         for runs in out.values():
             runs.sort(key=lambda r: (attempt_of(r), r.info.start_time))
@@ -223,18 +221,9 @@ class Tracking:
         from mlflow.entities import Param
 
         tags = {
+            **cell_tags(cell, attempt=attempt, role=role),
             M.PARENT_RUN_TAG: parent_run_id,
-            M.TAG_ROLE: role,
             M.TAG_SWEEP_ID: sweep_id,
-            M.TAG_CELL_ID: cell.id,
-            M.TAG_METHOD: cell.method,
-            M.TAG_DIVERGENCE: str(cell.divergence or ""),
-            M.TAG_ESTIMATOR: str(cell.estimator or ""),
-            M.TAG_SEED: str(cell.seed),
-            M.TAG_ATTEMPT: str(attempt),
-            M.TAG_DOMAIN: str(cell.settings.get("domain", "")),
-            M.TAG_BACKEND: cell.backend,
-            M.TAG_CELL_HASH: cell.config_hash,
             M.TAG_RAY_JOB_ID: submission_id,
             **(extra_tags or {}),
         }
@@ -261,25 +250,35 @@ class Tracking:
         return retry_locked(lambda: self.client.get_run(run_id))
 
 
-def attempt_of(run: Any) -> int:
+def int_tag(tags: dict[str, str], key: str, default: int = 0) -> int:
+    """A tag read as an int; ``default`` when it is missing or not a number."""
     try:
-        return int(run.data.tags.get(M.TAG_ATTEMPT, "0"))
-    except ValueError:
-        return 0
+        return int(tags[key])
+    except (KeyError, ValueError):
+        return default
+
+
+def attempt_of(run: Any) -> int:
+    """The attempt number of an ``mlflow.entities.Run`` (0 when untagged)."""
+    return int_tag(run.data.tags, M.TAG_ATTEMPT)
+
+
+def finished_tag(tags: dict[str, str]) -> bool:
+    """True when a run's tags say its job logged the final evaluation (``gppo.finished=true``)."""
+    return tags.get(M.TAG_FINISHED, "").lower() == "true"
 
 
 def is_finished(run: Any) -> bool:
-    """True when the job logged its final evaluation (tag ``gppo.finished=true``)."""
-    return run.data.tags.get(M.TAG_FINISHED, "").lower() == "true"
+    """:func:`finished_tag` of an ``mlflow.entities.Run``."""
+    return finished_tag(run.data.tags)
 
 
 def latest_metric(run: Any, name: str) -> tuple[float, int] | None:
-    """(value, step) of a run's latest value of ``name``."""
-    for m in getattr(run.data, "_metric_objs", []):
+    """(value, step) of a run's latest value of ``name`` (``RunData.to_proto`` has the steps)."""
+    for m in run.data.to_proto().metrics:
         if m.key == name:
             return m.value, m.step
-    value = run.data.metrics.get(name)
-    return None if value is None else (value, -1)
+    return None
 
 
 def iter_runs(groups: dict[str, list[Any]]) -> Iterable[Any]:

@@ -10,14 +10,10 @@ Cluster (:mod:`gppo.sweep.cluster`)
     127.0.0.1 with free ports. ``Cluster.client()`` -> ``JobSubmissionClient``.
     ``stop_local_head(state_dir)`` stops only the head this package started there.
 
-Tracking (:mod:`gppo.store.tracking`)
-    ``Tracking(uri)`` (``None`` -> MLflow's default ``sqlite:///mlflow.db``, made absolute);
-    ``.init_store()`` creates the schema (call once before jobs start); ``.experiment_id(name)``;
-    ``.sweep_run(exp_id, sweep_id)`` -> parent run id; ``.create_cell_run(exp_id, parent_id,
-    sweep_id, cell, attempt=, submission_id=, role=ROLE_CELL|ROLE_TRIAL, extra_tags=)``;
-    ``.cell_runs(exp_id, sweep_id)``; ``.set_tags``; ``.terminate``. ``retry_locked(fn)`` and
-    ``log_metrics(client, run_id, values, step)`` for processes writing into a SQLite store.
-    ``state_root(uri)``: where ``.gppo/`` lives (next to a local store, else the cwd).
+The store (:mod:`gppo.store`)
+    Every MLflow read and write (URI, parent run, cell runs, tags, params, retries) lives in
+    :mod:`gppo.store`, one layer below; the sweep, the tuner, the backends' entrypoints and the
+    reports all use it.
 
 Dispatcher (:mod:`gppo.sweep.dispatcher`)
     ``Dispatcher(cluster, tracking, experiment_id=, parent_run_id=, sweep_id=)``;
@@ -34,7 +30,8 @@ Launch (:mod:`gppo.sweep.launch`)
     ``Launcher(plan, address=, max_concurrent=, detach=, poll_s=1.0, on_update=, stop_event=)
     .run() -> LaunchResult``: reconcile with the store and the cluster (resume rules in the
     module docstring), gate concurrency, retry with exponential backoff, Ctrl-C/SIGTERM stops
-    jobs (or leaves them with ``detach``), then its ``after_sweep`` hook (the CLI passes :func:`gppo.analysis.report.after_sweep`).
+    jobs (or leaves them with ``detach``), then its ``after_sweep`` hook (the CLI passes
+    :func:`gppo.analysis.report.after_sweep`).
     :func:`gppo.sweep.session.open_sweep` bundles store + experiment + parent run + cluster.
 
 Control (:mod:`gppo.sweep.control`): ``sweep_status``, ``cell_logs``, ``cancel``.

@@ -25,6 +25,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 CLUSTER_FILE = "cluster.json"
+#: the stopped local head's temp dir and address, where ``logs`` still finds the job logs
+LAST_CLUSTER_FILE = "last_cluster.json"
 
 
 @dataclass(frozen=True)
@@ -160,15 +162,29 @@ def _terminate(pid: int, timeout: float = 30.0) -> None:
 
 
 def stop_local_head(state_dir: Path) -> bool:
-    """Stop the local head recorded in state_dir (if any); True when one was stopped."""
+    """Stop the local head recorded in state_dir (if any); True when one was stopped.
+
+    Its temp dir is kept in ``last_cluster.json`` (:func:`last_temp_dir`) for ``logs``."""
     path = Path(state_dir) / CLUSTER_FILE
     cluster = read_cluster(state_dir)
     stopped = False
+    if cluster is not None and cluster.local and cluster.temp_dir:
+        (Path(state_dir) / LAST_CLUSTER_FILE).write_text(
+            json.dumps({"temp_dir": cluster.temp_dir, "address": cluster.address})
+        )
     if cluster is not None and cluster.local and cluster.pid:
         _terminate(cluster.pid)
         stopped = True
     path.unlink(missing_ok=True)
     return stopped
+
+
+def last_temp_dir(state_dir: Path) -> str | None:
+    """The temp dir of the last local head :func:`stop_local_head` stopped, if recorded."""
+    try:
+        return json.loads((Path(state_dir) / LAST_CLUSTER_FILE).read_text()).get("temp_dir")
+    except (OSError, ValueError):
+        return None
 
 
 def ensure_cluster(address: str | None, state_dir: Path, *, start: bool = True) -> Cluster | None:

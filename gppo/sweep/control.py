@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 from gppo import metrics as M
 from gppo.grid.plan import Plan
 from gppo.store.tracking import attempt_of, is_finished, latest_metric
-from gppo.sweep.cluster import Cluster, ensure_cluster, stop_local_head
+from gppo.sweep.cluster import Cluster, ensure_cluster, last_temp_dir, stop_local_head
 from gppo.sweep.dispatcher import ACTIVE, log_file
 from gppo.sweep.session import read_sweep, sweep_state_dir
 
@@ -121,11 +120,7 @@ def cell_logs(
         else:
             yield client.get_job_logs(sid)
         return
-    last = sweep_state_dir(plan) / "last_cluster.json"
-    try:
-        path = log_file(json.loads(last.read_text()).get("temp_dir"), sid)
-    except (OSError, ValueError):
-        path = None
+    path = log_file(last_temp_dir(sweep_state_dir(plan)), sid)
     if path is not None:
         yield path.read_text(errors="replace")
         return
@@ -195,10 +190,5 @@ def cancel(plan: Plan, cell_id: str | None = None, *, address: str | None = None
         ):
             tracking.terminate(parent, "KILLED")
     if cell_id is None and cluster is not None and cluster.local:
-        state_dir = sweep_state_dir(plan)
-        if cluster.temp_dir:
-            (state_dir / "last_cluster.json").write_text(
-                json.dumps({"temp_dir": cluster.temp_dir, "address": cluster.address})
-            )
-        stop_local_head(state_dir)
+        stop_local_head(sweep_state_dir(plan))
     return stopped

@@ -20,6 +20,7 @@ import os
 from urllib.parse import urlsplit
 
 from gppo.errors import StoreNotShared
+from gppo.store.uri import is_local_store
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
@@ -39,12 +40,6 @@ def is_loopback_address(address: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def is_local_store(uri: str) -> bool:
-    """True for a store on this machine's disk: ``sqlite:``, ``file:`` or a path."""
-    scheme = uri.split("://", 1)[0].lower() if "://" in uri else ""
-    return scheme in ("", "file") or scheme.startswith("sqlite")
 
 
 def check_store_reachable(

@@ -175,7 +175,7 @@ class Launcher:
 
         Raises :class:`gppo.sweep.guard.StoreNotShared` or :class:`LaunchBusy` before anything
         is submitted."""
-        from gppo.store.tracking import resolve_tracking_uri
+        from gppo.store.uri import resolve_tracking_uri
 
         spec = self.plan.spec
         check_store_reachable(
@@ -341,21 +341,10 @@ class Launcher:
             status = "FINISHED" if result.ok else ("KILLED" if result.interrupted else "FAILED")
             ctx.tracking.terminate(ctx.parent_run_id, status)
             if ctx.cluster is not None and ctx.cluster.local:
-                remember_last_cluster(ctx)
                 stop_local_head(ctx.state_dir)
         self.on_update(result)
         if result.ok and self.after_sweep is not None:
             run_after_sweep_hook(ctx, result, self.after_sweep)
-
-
-def remember_last_cluster(ctx: SweepContext) -> None:
-    """Keep the stopped head's temp dir, where ``logs`` still finds the job logs."""
-    import json
-
-    if ctx.cluster is not None and ctx.cluster.temp_dir:
-        (ctx.state_dir / "last_cluster.json").write_text(
-            json.dumps({"temp_dir": ctx.cluster.temp_dir, "address": ctx.cluster.address})
-        )
 
 
 def run_after_sweep_hook(ctx: SweepContext, result: LaunchResult, hook: AfterSweep) -> None:

@@ -22,17 +22,13 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from gppo import metrics as M
+from gppo.store.tracking import sweep_filter
 
 ENV_HOME = "GPPO_UI_HOME"
 #: seconds the server's process group gets to exit on SIGTERM before SIGKILL (MLflow 3.17's
 #: ``mlflow server`` takes ~15 s on a busy machine to stop its job runner; uvicorn ~1 s)
 GRACE_S = 5.0
 WORKFLOW = {"workflowType": "machine_learning"}
-
-
-def sweep_filter(sweep_id: str) -> str:
-    """MLflow search filter of the sweep's cell runs."""
-    return f"tags.`{M.TAG_SWEEP_ID}` = '{sweep_id}' and tags.`{M.TAG_ROLE}` = '{M.ROLE_CELL}'"
 
 
 def runs_url(base: str, experiment_id: str, sweep_id: str | None = None, k: int = 8) -> str:

@@ -1,4 +1,4 @@
-"""Shared helpers: a real SQLite MLflow store populated with the sweep layout of CONVENTIONS.md."""
+"""Shared helpers: a real SQLite MLflow store populated with the sweep layout of gppo/store/tracking.py (parent run, one child run per attempt)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Collect from a real SQLite MLflow store (the sweep layout of CONVENTIONS.md) and write reports."""
+"""Collect from a real SQLite MLflow store (the sweep layout of gppo/store/tracking.py) and write reports."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def test_report_bad_input_exits_2_with_one_line(tmp_path):
     result = runner.invoke(app, ["report", "--from-csv", str(bad), "-o", str(tmp_path / "o")])
     assert result.exit_code == 2
     assert result.output.strip() == (
-        f"error: {bad}: row 2, column score: 41.5 is outside [0, 1] (scores are fractions, not percent)"
+        f"{bad}: row 2, column score: 41.5 is outside [0, 1] (scores are fractions, not percent)"
     )
     result = runner.invoke(app, ["report", "--from-csv", str(bad), "--format", "pdf"])
     assert (
@@ -142,4 +142,4 @@ def test_regions_draws_figure1_and_prints_bounds(tmp_path):
 def test_regions_unknown_divergence_exits_2(tmp_path):
     result = runner.invoke(app, ["regions", "-d", "nope", "-o", str(tmp_path / "f.png")])
     assert result.exit_code == 2
-    assert result.output.startswith("error: ") and "tv" in result.output
+    assert result.output.startswith("unknown divergence 'nope'") and "tv" in result.output

@@ -19,6 +19,7 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.cell import Cell
+from gppo.store.tracking import cell_tags
 
 
 def _parse_value(text: str) -> Any:
@@ -186,18 +187,7 @@ def _standalone_run(client: Any, cell: Cell, experiment: str) -> str:
     exp = client.get_experiment_by_name(experiment)
     exp_id = exp.experiment_id if exp else client.create_experiment(experiment)
     domain = LocalSettings.model_validate(cell.settings).domain
-    tags = {
-        M.TAG_ROLE: M.ROLE_CELL,
-        M.TAG_CELL_ID: cell.id,
-        M.TAG_METHOD: cell.method,
-        M.TAG_DIVERGENCE: str(cell.divergence or ""),
-        M.TAG_ESTIMATOR: str(cell.estimator or ""),
-        M.TAG_SEED: str(cell.seed),
-        M.TAG_ATTEMPT: "0",
-        M.TAG_DOMAIN: domain,
-        M.TAG_BACKEND: "local",
-        M.TAG_CELL_HASH: cell.config_hash,
-    }
+    tags = {**cell_tags(cell, attempt=0), M.TAG_DOMAIN: domain}
     return client.create_run(exp_id, tags=tags, run_name=cell.id).info.run_id
 
 
@@ -227,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (standalone and args.no_mlflow):
         from mlflow.tracking import MlflowClient
 
-        from gppo.backends.local.mlflow_log import RunLogger
+        from gppo.store.run_logger import RunLogger
 
         uri = args.tracking_uri or os.environ.get(M.ENV_TRACKING_URI)
         client = MlflowClient(tracking_uri=uri) if uri else MlflowClient()

@@ -1,4 +1,6 @@
-"""Fetch a sweep's runs from MLflow as light :class:`RunRecord` s (two equivalent paths).
+"""Read a sweep's runs back from MLflow as light :class:`RunRecord` s, and look them up.
+
+Two equivalent paths fetch them:
 
 - :func:`records_from_search`: the public ``MlflowClient.search_runs`` (any store: SQL, file,
   HTTP tracking server), paged at MLflow's maximum of 50,000 runs per page.
@@ -10,19 +12,26 @@
   Tests check that both paths return the same records.
 
 :func:`fetch_records` uses the fast path when the store allows it, else ``search_runs``.
+Lookups over records: :func:`find_sweep_run`, :func:`latest_attempts`, :func:`run_status`.
+Both paths use public APIs only: ``search_runs`` and ``RunData.to_proto`` (for the steps), and a
+read-only SQLAlchemy engine on the client's ``tracking_uri`` with MLflow's table models.
 """
 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+import os
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from mlflow import MlflowClient
 from mlflow.entities import ViewType
 
 from gppo import metrics as M
+from gppo.store.tracking import finished_tag, int_tag, sweep_filter
+from gppo.store.uri import is_database, scheme_of
 
 PAGE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
 #: latest-metric names a report reads besides eval/… and eval_base/…
@@ -57,12 +66,6 @@ class RunRecord:
 
 def _wanted(key: str) -> bool:
     return key.startswith(("eval/", "eval_base/")) or key in EXTRA_METRICS
-
-
-def sweep_filter(sweep_id: str, role: str = M.ROLE_CELL) -> str:
-    """``search_runs`` filter for the runs of one role in one sweep."""
-    quoted = sweep_id.replace("'", "\\'")
-    return f"tags.`{M.TAG_ROLE}` = '{role}' AND tags.`{M.TAG_SWEEP_ID}` = '{quoted}'"
 
 
 @contextmanager
@@ -116,7 +119,7 @@ def records_from_search(client: MlflowClient, sweep_id: str, role: str) -> list[
     out = []
     with no_gc():
         for run in search_all(client, sweep_filter(sweep_id, role)):
-            objs = getattr(run.data, "_metric_objs", None) or []
+            objs = run.data.to_proto().metrics  # public: the latest values with their steps
             out.append(
                 RunRecord(
                     run_id=run.info.run_id,
@@ -131,17 +134,32 @@ def records_from_search(client: MlflowClient, sweep_id: str, role: str) -> list[
     return out
 
 
-def _sql_store(client: MlflowClient):
-    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+def _sql_engine(uri: str):
+    """A SQLAlchemy engine on a SQL tracking store's URI (``None`` for file and HTTP stores).
 
-    store = getattr(getattr(client, "_tracking_client", None), "store", None)
-    return store if isinstance(store, SqlAlchemyStore) else None
+    A relative SQLite path is made absolute first, so that an engine cached for one working
+    directory is never used for the same URI in another."""
+    if not is_database(uri):
+        return None
+    from sqlalchemy.engine import make_url
+
+    url = make_url(uri)
+    if scheme_of(uri) == "sqlite" and url.database and url.database != ":memory:":
+        url = url.set(database=os.path.abspath(url.database))
+    return _engine(url.render_as_string(hide_password=False))
+
+
+@lru_cache(maxsize=8)
+def _engine(uri: str):
+    import sqlalchemy
+
+    return sqlalchemy.create_engine(uri, pool_pre_ping=True)
 
 
 def records_from_sql(client: MlflowClient, sweep_id: str, role: str) -> list[RunRecord] | None:
     """The fast path for SQL stores (``None`` when the client's store is not one)."""
-    store = _sql_store(client)
-    if store is None:
+    engine = _sql_engine(client.tracking_uri)
+    if engine is None:
         return None
     from mlflow.store.tracking.dbmodels import models as db
     from sqlalchemy import and_, or_, select
@@ -180,7 +198,7 @@ def records_from_sql(client: MlflowClient, sweep_id: str, role: str) -> list[Run
         ),
     )
     records: dict[str, RunRecord] = {}
-    with no_gc(), store.ManagedSessionMaker() as session:
+    with no_gc(), engine.connect() as session:
         for rid, status, start, end in session.execute(info_q):
             records[rid] = RunRecord(rid, status, start, end)
         for rid, key, value in session.execute(tags_q):
@@ -201,3 +219,32 @@ def fetch_records(
         if records is not None:
             return records
     return records_from_search(client, sweep_id, role)
+
+
+def find_sweep_run(client: MlflowClient, sweep_id: str, *, fast: bool = True) -> RunRecord | None:
+    """The sweep's parent run (tag gppo.role=sweep), the first started if several."""
+    runs = fetch_records(client, sweep_id, M.ROLE_SWEEP, fast=fast)
+    return min(runs, key=lambda r: r.start_time or 0) if runs else None
+
+
+def latest_attempts(runs: Iterable[RunRecord]) -> dict[str, RunRecord]:
+    """Per cell id, the run of the highest gppo.attempt (then the latest start time)."""
+    best: dict[str, tuple[tuple[int, int], RunRecord]] = {}
+    for run in runs:
+        tags = run.tags
+        cell_id = tags.get(M.TAG_CELL_ID) or run.run_id
+        key = (int_tag(tags, M.TAG_ATTEMPT), run.start_time or 0)
+        if cell_id not in best or key > best[cell_id][0]:
+            best[cell_id] = (key, run)
+    return {cid: run for cid, (_, run) in best.items()}
+
+
+def run_status(run: RunRecord) -> str:
+    """``finished`` (final eval logged), ``running`` or ``failed``."""
+    status = run.status
+    done = finished_tag(run.tags)
+    if done and status not in ("FAILED", "KILLED"):
+        return "finished"
+    if status in ("RUNNING", "SCHEDULED"):
+        return "running"
+    return "failed"

@@ -1,0 +1,18 @@
+"""The store: every MLflow read and write of a sweep, in one place.
+
+Nothing is imported by ``import gppo.store``; MLflow loads only when a module below is used.
+
+- :mod:`.uri`: the tracking URI (spec, ``MLFLOW_TRACKING_URI``, or ``sqlite:///mlflow.db``), what
+  kind of store it names (local path or SQLite, database, tracking server), and the state dir
+  ``.gppo/`` next to a local store.
+- :mod:`.tracking`: :class:`~gppo.store.tracking.Tracking`, the sweep's layout: experiment, parent
+  run (``gppo.role=sweep``), one child run per attempt of a cell (tags: ``cell_tags``; params:
+  ``cell_params``), lookups (``sweep_run``, ``cell_runs``, ``is_finished``, ``latest_metric``),
+  and ``retry_locked`` for a store written by many processes at once.
+- :mod:`.run_logger`: what a job's entrypoint uses to write its metrics (buffered ``log_batch``).
+- :mod:`.records`: the reports' bulk read: every run of a sweep as a light ``RunRecord`` (a SQL
+  fast path or ``search_runs``), and lookups over them.
+
+Public MLflow APIs only (``MlflowClient``, ``RunData.to_proto``, MLflow's table models through a
+read-only SQLAlchemy engine on the store's own URI).
+"""

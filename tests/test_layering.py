@@ -1,0 +1,162 @@
+"""The house's imports point one way: down the stack in README's "Layout", never up, no cycles.
+
+Every ``import``/``from … import`` of ``gppo`` code in ``gppo/`` counts, at module level or inside
+a function (a lazy import is still an arrow). Fails with the file:line of each offending import.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1] / "gppo"
+
+#: top to bottom; a part may import only parts below it (README.md, "Layout")
+LAYERS: list[tuple[str, ...]] = [
+    ("cli",),
+    ("analysis",),
+    ("sweep",),
+    ("grid",),
+    ("backends",),
+    ("store",),
+    ("cell", "metrics", "scores"),
+    ("objectives",),
+    ("registry",),
+    ("errors",),
+]
+LEVEL = {part: i for i, parts in enumerate(LAYERS) for part in parts}
+
+
+def module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def part_of(module: str) -> str | None:
+    """``gppo.sweep.tuning.runner`` -> ``sweep``; ``gppo`` itself -> None."""
+    bits = module.split(".")
+    return bits[1] if len(bits) > 1 else None
+
+
+def imports_of(path: Path) -> list[tuple[str, int]]:
+    """(gppo module imported, line) for every import in ``path``, relative ones resolved."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                target = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                target = node.module or ""
+            if target == "gppo":  # from gppo import metrics
+                out += [(f"gppo.{a.name}", node.lineno) for a in node.names]
+            else:
+                out.append((target, node.lineno))
+    return [(m, line) for m, line in out if m == "gppo" or m.startswith("gppo.")]
+
+
+def all_imports() -> list[tuple[str, str, str]]:
+    """(importer module, imported module, "file:line") over the package."""
+    rows = []
+    for path in sorted(ROOT.rglob("*.py")):
+        for target, line in imports_of(path):
+            rows.append((module_name(path), target, f"{path.relative_to(ROOT.parent)}:{line}"))
+    return rows
+
+
+def readme_layers() -> list[tuple[str, ...]]:
+    """The stack drawn in README.md's "Layout" section, top first."""
+    text = (ROOT.parent / "README.md").read_text()
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    names = [re.split(r"\s{2,}", line.strip())[0] for line in block.splitlines()]
+    return [tuple(n.split(", ")) for n in names if n and n[0].isalpha()]
+
+
+def test_readme_draws_the_same_stack():
+    assert readme_layers() == LAYERS
+
+
+def test_every_part_has_a_layer():
+    parts = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()}
+    parts -= {"__init__", "__pycache__", "py"}
+    assert parts <= set(LEVEL), f"add to LAYERS (and README's Layout): {sorted(parts - set(LEVEL))}"
+
+
+def test_imports_point_down_the_stack():
+    wrong = []
+    for src, dst, where in all_imports():
+        a, b = part_of(src), part_of(dst)
+        if a is None or b is None or a == b:
+            continue
+        if LEVEL[b] <= LEVEL[a]:
+            wrong.append(f"{where}: {a} imports {b} ({dst})")
+    assert not wrong, "imports that run up or across the stack:\n" + "\n".join(wrong)
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one node (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in list(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+@pytest.mark.parametrize("grain", ["part", "module"])
+def test_no_import_cycles(grain):
+    modules = {module_name(p) for p in ROOT.rglob("*.py")}
+    graph: dict[str, set[str]] = defaultdict(set)
+    for src, dst, _where in all_imports():
+        if grain == "part":
+            a, b = part_of(src), part_of(dst)
+            if a and b and a != b:
+                graph[a].add(b)
+            continue
+        while dst not in modules and "." in dst:  # from gppo.x import name -> gppo.x
+            dst = dst.rpartition(".")[0]
+        if dst != src and dst in modules and not src.startswith(dst + "."):  # not a parent
+            graph[src].add(dst)
+    cycles = _cycles(graph)
+    assert not cycles, f"import cycles between {grain}s: " + "; ".join(
+        " <-> ".join(c) for c in cycles
+    )
+
+
+def test_the_checks_see_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
