@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from gppo.grid.plan import Plan
-from gppo.store.tracking import Tracking, resolve_tracking_uri, state_root
+from gppo.store.tracking import Tracking
+from gppo.store.uri import resolve_tracking_uri, state_root
 from gppo.sweep.cluster import Cluster, ensure_cluster, stop_local_head
 from gppo.sweep.dispatcher import Dispatcher
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from optuna.trial import TrialState
 from rich.console import Console, Group
@@ -19,8 +19,9 @@ from rich.text import Text
 from gppo.sweep.progress import LiveLines
 from gppo.sweep.progress_log import fmt_duration
 
-if TYPE_CHECKING:
-    from gppo.sweep.tuning.runner import Tuner
+#: the :class:`gppo.sweep.tuning.runner.Tuner` being shown or recovered (not imported: the runner
+#: imports this module)
+Tuner = Any
 
 
 def summary(study: Any) -> dict[str, Any]:

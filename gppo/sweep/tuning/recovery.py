@@ -20,7 +20,7 @@ trial of a dead tuner stays RUNNING, and the loop continues to ``n_trials`` done
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
@@ -32,8 +32,9 @@ from gppo.sweep.tuning import attrs
 from gppo.sweep.tuning.jobs import trial_run
 from gppo.sweep.tuning.study import trial_handle
 
-if TYPE_CHECKING:
-    from gppo.sweep.tuning.runner import Tuner
+#: the :class:`gppo.sweep.tuning.runner.Tuner` being shown or recovered (not imported: the runner
+#: imports this module)
+Tuner = Any
 
 
 def _run_of(tuner: Tuner, trial: optuna.trial.Trial, ft: FrozenTrial) -> Any | None:
