@@ -23,7 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from gppo.errors import TuneError
 from gppo.grid import SpecError
-from gppo.store.tracking import resolve_tracking_uri
+from gppo.store.uri import resolve_tracking_uri
 from gppo.sweep.dispatcher import ACTIVE
 from gppo.sweep.guard import check_store_reachable
 from gppo.sweep.signals import signals_set

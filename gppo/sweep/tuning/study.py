@@ -10,7 +10,7 @@ from pathlib import Path
 
 import optuna
 
-from gppo.store.tracking import resolve_tracking_uri, state_root
+from gppo.store.uri import resolve_tracking_uri, state_root
 from gppo.sweep.tuning.spec import TuneSpec
 
 #: File name of the default Optuna store, next to the MLflow store.
