@@ -32,6 +32,7 @@ from gppo.sweep.tuning.cells import check_spec, trial_cell
 from gppo.sweep.tuning.jobs import end_trial, open_study_session, submit_trial
 from gppo.sweep.tuning.percell import enqueue_default
 from gppo.sweep.tuning.progress import Progress
+from gppo.sweep.tuning.recovery import recover
 from gppo.sweep.tuning.space import suggest
 from gppo.sweep.tuning.spec import TuneSpec
 from gppo.sweep.tuning.study import make_storage, open_study, storage_url
@@ -83,8 +84,6 @@ class Tuner:
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self) -> optuna.Study:
-        from gppo.sweep.tuning.recovery import recover
-
         self.open()
         t = self.spec.tune
         max_failures = t.max_failures if t.max_failures is not None else t.n_trials
@@ -114,8 +113,6 @@ class Tuner:
                         for _ in range(self.spec.n_parallel - len(self.active)):
                             if done + len(self.active) + others < t.n_trials:
                                 self._launch()
-                    if done >= t.n_trials and not self.active:
-                        break
                     self._heartbeat()
                     self.progress.update(self)
                     stop.wait(t.poll_s)
