@@ -16,6 +16,7 @@ from gppo import metrics as M
 from gppo.backends.base import get_backend
 from gppo.cell import Cell
 from gppo.grid import GridSpec
+from gppo.store.tracking import log_params, sweep_filter
 from gppo.sweep.dispatcher import FAILED, FINISHED, STOPPED, Attempt, Dispatcher, SubmissionExists
 from gppo.sweep.session import Session, open_session
 
@@ -57,11 +58,7 @@ def submit_trial(
             attempt += 1000  # an id left on the cluster by an earlier study of this name
     else:
         raise RuntimeError(f"no free Ray submission id for trial {number}")
-    from mlflow.entities import Param
-
-    batch = [Param(f"trial.{k}"[:250], str(v)) for k, v in sorted(params.items())]
-    if batch:
-        disp.tracking.client.log_batch(att.run_id, params=batch)
+    log_params(disp.tracking, att.run_id, {f"trial.{k}": v for k, v in sorted(params.items())})
     return att
 
 
@@ -74,8 +71,8 @@ def trial_run(session: Session, number: int) -> Any | None:
     """Trial ``number``'s latest MLflow run, found by its tags (None if it has none): the run
     exists before the job is submitted, so a tuner that died before recording it is covered."""
     flt = (
-        f"tags.`{M.TAG_SWEEP_ID}` = '{session.sweep_id}' and "
-        f"tags.`{M.TAG_TRIAL_NUMBER}` = '{number}'"
+        sweep_filter(session.sweep_id, M.ROLE_TRIAL)
+        + f" and tags.`{M.TAG_TRIAL_NUMBER}` = '{number}'"
     )
     runs = session.tracking.search(session.experiment_id, flt)
     return max(runs, key=lambda r: r.info.start_time, default=None)

@@ -232,7 +232,7 @@ class Tuner:
     def finish_succeeded(self, trial: optuna.trial.Trial, run_id: str, job_id: str) -> bool:
         """The job exited 0: tell COMPLETE with the objective read back (True), or FAIL."""
         value = readback.objective_value(
-            self.disp.tracking.client, run_id, metric=self.spec.tune.objective.metric, k=self.k
+            self.disp.tracking, run_id, metric=self.spec.tune.objective.metric, k=self.k
         )
         if value is None:
             what = self.spec.tune.objective.metric or f"eval avg@{self.k}"
