@@ -14,6 +14,7 @@ Optuna is used through its public API only (``ask``, ``tell`` by trial number, `
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -36,6 +37,8 @@ from gppo.sweep.tuning.recovery import recover
 from gppo.sweep.tuning.space import suggest
 from gppo.sweep.tuning.spec import TuneSpec
 from gppo.sweep.tuning.study import make_storage, open_study, storage_url
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -186,9 +189,7 @@ class Tuner:
         """Report new intermediate values; True when something new was reported."""
         new = False
         metric = self.spec.tune.intermediate.metric
-        for step, value in readback.intermediate_values(
-            self.disp.tracking.client, a.run_id, metric
-        ):
+        for step, value in readback.intermediate_values(self.disp.tracking, a.run_id, metric):
             if step > a.last_step:
                 a.trial.report(value, step)
                 a.reported[step] = value
@@ -201,6 +202,7 @@ class Tuner:
             try:
                 self._poll_one(number, a)
             except Exception as err:  # a transient store/cluster error: try again next cycle
+                log.warning("trial %s: poll error", number, exc_info=True)
                 self.progress.event(f"trial {number}: poll error ({type(err).__name__}: {err})")
 
     def _poll_one(self, number: int, a: Active) -> None:
