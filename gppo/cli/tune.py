@@ -1,6 +1,5 @@
 """``gppo-sweep tune SPEC``: run or resume an Optuna study of a tuning spec (see gppo.sweep.tuning).
 
-The lead wires it into the CLI with ``add_command(tune)`` in :mod:`gppo.cli`.
 Exit codes: 0 done; 1 the study could not finish (too many failed trials) or ``--report`` found
 no study; 2 malformed spec (one line ``FILE: field.path: message`` on stderr, nothing started);
 130 interrupted (the tuner's running jobs are stopped and their trials marked FAIL).
@@ -8,7 +7,6 @@ no study; 2 malformed spec (one line ``FILE: field.path: message`` on stderr, no
 
 from __future__ import annotations
 
-import copy
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -52,30 +50,25 @@ def tune(
 
     Live progress while it runs; at the end (and with --report): the best trials, Optuna's plots (HTML + PNG) and the best configuration as a grid spec. Rerunning resumes the study.
     """
-    import optuna
     from rich.console import Console
 
-    from gppo.grid import SpecError
-    from gppo.sweep.guard import StoreNotShared
-    from gppo.sweep.tuning import TuneError, load_tune_spec, report_dir, run_tuning, write_report
+    from gppo.errors import SpecError, StoreNotShared, TuneError
+    from gppo.sweep.tuning import load_tune_spec, report_dir, run_tuning, write_report
     from gppo.sweep.tuning.cells import check_spec
-    from gppo.sweep.tuning.percell import cell_specs, cell_summary, write_cell_summary
+    from gppo.sweep.tuning.percell import cell_specs
     from gppo.sweep.tuning.progress import Progress
-    from gppo.sweep.tuning.report import cells_table
-    from gppo.sweep.tuning.study import make_storage, storage_url
+    from gppo.sweep.tuning.report import write_cell_report
+    from gppo.sweep.tuning.spec import with_overrides
+    from gppo.sweep.tuning.study import load_study, storage_url
 
     try:
-        ts = load_tune_spec(spec)
-        updates = {
-            k: v
-            for k, v in {"n_trials": n_trials, "n_parallel": n_parallel, "storage": storage}.items()
-            if v is not None
-        }
-        base = ts.base
-        if address is not None:
-            base = copy.deepcopy(base)
-            base["ray"] = {**(base.get("ray") or {}), "address": address}
-        ts = ts.model_copy(update={"tune": ts.tune.model_copy(update=updates), "base": base})
+        ts = with_overrides(
+            load_tune_spec(spec),
+            address=address,
+            n_trials=n_trials,
+            n_parallel=n_parallel,
+            storage=storage,
+        )
         check_spec(ts)
     except SpecError as exc:
         raise _err(exc.line, EXIT_SPEC) from None
@@ -84,18 +77,14 @@ def tune(
     specs = cell_specs(ts)
     studies = []
     for sub in specs:
-        sub_folder = folder if len(specs) == 1 else folder / sub.study_name
         if report:
-            try:
-                study = optuna.load_study(
-                    study_name=sub.study_name, storage=make_storage(storage_url(sub))
-                )
-            except KeyError:
+            study = load_study(sub)
+            if study is None:
                 raise _err(
                     f"no study {sub.study_name!r} in {storage_url(sub)}; "
                     f"run `gppo-sweep tune {spec}` first",
                     EXIT_FAILED,
-                ) from None
+                )
         else:
             console.print(
                 f"study {sub.study_name} on {storage_url(sub)}", markup=False, highlight=False
@@ -110,10 +99,7 @@ def tune(
                 raise _err(f"tune failed: {exc}", EXIT_FAILED) from None
             except StoreNotShared as exc:  # before anything was written or submitted
                 raise _err(f"{spec}: {exc}", EXIT_SPEC) from None
-        write_report(sub, study, sub_folder, console)
+        write_report(sub, study, folder if len(specs) == 1 else folder / sub.study_name, console)
         studies.append((sub, study))
     if len(specs) > 1:
-        rows = cell_summary(studies)
-        path = write_cell_summary(rows, folder / "cells.md")
-        console.print(cells_table(rows))
-        console.print(f"wrote {path}", markup=False, highlight=False)
+        write_cell_report(studies, folder, console)

@@ -284,3 +284,20 @@ def latest_metric(run: Any, name: str) -> tuple[float, int] | None:
 def iter_runs(groups: dict[str, list[Any]]) -> Iterable[Any]:
     for runs in groups.values():
         yield from runs
+
+
+def log_params(tracking: Tracking, run_id: str, params: dict[str, Any]) -> None:
+    """Log ``params`` into a run (values as text; keys cut to MLflow's 250 characters)."""
+    from mlflow.entities import Param
+
+    batch = [Param(k[:250], str(v)[:PARAM_VALUE_MAX]) for k, v in params.items()]
+    for i in range(0, len(batch), 100):
+        retry_locked(lambda b=batch[i : i + 100]: tracking.client.log_batch(run_id, params=b))
+
+
+def metric_steps(tracking: Tracking, run_id: str, name: str) -> list[tuple[int, float]]:
+    """``(step, value)`` of a run's metric ``name``, one per step (the latest write wins), by
+    step."""
+    history = retry_locked(lambda: tracking.client.get_metric_history(run_id, name))
+    latest = {m.step: m for m in sorted(history, key=lambda m: m.timestamp)}
+    return sorted((step, float(m.value)) for step, m in latest.items())

@@ -24,6 +24,8 @@ from gppo.sweep.cluster import Cluster
 ACTIVE = frozenset({"PENDING", "RUNNING"})
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 FINISHED, FAILED, STOPPED = "finished", "failed", "stopped"
+#: the MLflow run status of each outcome of an attempt
+RUN_STATUS = {FINISHED: "FINISHED", STOPPED: "KILLED", FAILED: "FAILED"}
 LOG_TAIL_LINES = 40
 
 
@@ -34,9 +36,9 @@ def submission_id(sweep_id: str, cell_id: str, attempt: int) -> str:
 
 @dataclass
 class Attempt:
-    """One submitted attempt of one cell (or trial)."""
+    """One submitted attempt of one cell (or trial; None when re-attached from its run alone)."""
 
-    cell: Cell
+    cell: Cell | None
     attempt: int
     run_id: str
     submission_id: str
@@ -125,7 +127,7 @@ class Dispatcher:
             raise
         return Attempt(cell=cell, attempt=attempt, run_id=run_id, submission_id=sid)
 
-    def attach(self, cell: Cell, run: Any) -> Attempt:
+    def attach(self, cell: Cell | None, run: Any) -> Attempt:
         """An :class:`Attempt` for a run created earlier (possibly by another process)."""
         tags = run.data.tags
         return Attempt(
@@ -179,23 +181,36 @@ class Dispatcher:
         """
         run = self.tracking.get_run(att.run_id)
         if status == "SUCCEEDED" and is_finished(run):
-            self.tracking.terminate(att.run_id, "FINISHED")
-            return FINISHED
-        tail = self.logs_tail(att.submission_id)
-        if status == "STOPPED":
-            self.tracking.set_tags(
-                att.run_id, {M.TAG_FAILURE: (note or "job stopped") + "\n" + tail}
+            outcome = FINISHED
+        elif status == "STOPPED":
+            outcome, note = STOPPED, note or "job stopped"
+        else:
+            outcome = FAILED
+            note = note or (
+                f"job {status or 'lost'}"
+                if status != "SUCCEEDED"
+                else "job exited 0 without logging its final evaluation (gppo.finished)"
             )
-            self.tracking.terminate(att.run_id, "KILLED")
-            return STOPPED
-        why = note or (
-            f"job {status or 'lost'}"
-            if status != "SUCCEEDED"
-            else "job exited 0 without logging its final evaluation (gppo.finished)"
-        )
-        self.tracking.set_tags(att.run_id, {M.TAG_FAILURE: f"{why}\n{tail}"})
-        self.tracking.terminate(att.run_id, "FAILED")
-        return FAILED
+        return self.end(att.run_id, att.submission_id, outcome, note=note)
+
+    def end(
+        self,
+        run_id: str,
+        sid: str,
+        outcome: str,
+        *,
+        note: str = "",
+        tags: dict[str, str] | None = None,
+    ) -> str:
+        """End a run as ``outcome`` (with ``tags``): ``finished`` → FINISHED; ``stopped`` →
+        KILLED and ``failed`` → FAILED, both with ``gppo.failure`` = ``note`` + the log's tail."""
+        if tags:
+            self.tracking.set_tags(run_id, tags)
+        if outcome != FINISHED:
+            tail = self.logs_tail(sid) if sid else ""
+            self.tracking.set_tags(run_id, {M.TAG_FAILURE: f"{note}\n{tail}"})
+        self.tracking.terminate(run_id, RUN_STATUS[outcome])
+        return outcome
 
 
 def log_file(temp_dir: str | None, sid: str) -> Path | None:

@@ -39,7 +39,7 @@ from gppo.sweep.dispatcher import (
 )
 from gppo.sweep.guard import check_store_reachable
 from gppo.sweep.lock import LaunchBusy, sweep_lock
-from gppo.sweep.session import SweepContext, open_sweep
+from gppo.sweep.session import Session, SweepContext, open_sweep
 from gppo.sweep.signals import signals_set
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ AfterSweep = Callable[..., Any]
 PENDING, WAITING, RUNNING, ENDING, DONE = "pending", "waiting", "running", "ending", "done"
 
 
-__all__ = ["LaunchBusy", "LaunchResult", "Launcher", "backoff", "reconcile"]
+__all__ = ["LaunchBusy", "LaunchResult", "Launcher", "backoff", "reconcile", "settle_orphan"]
 
 
 @dataclass
@@ -88,10 +88,30 @@ def backoff(base_s: float, max_s: float, failures: int) -> float:
     return min(max_s, base_s * 2 ** max(0, failures - 1))
 
 
+def settle_orphan(
+    ctx: Session, disp: Dispatcher, att: Attempt, run: Any, *, driver: str
+) -> str | None:
+    """One RUNNING run whose driver (a launcher, a tuner) is gone: its job's status (None when
+    the cluster does not know the job); raises when the cluster does not answer.
+
+    A PENDING/RUNNING job is left to the caller (re-attach or stop it). Otherwise the run is
+    ended: FINISHED when its results are in (``gppo.finished``: the driver died before ending
+    it), else as :meth:`Dispatcher.finish` ends it, noted ``interrupted``."""
+    job = disp.status(att.submission_id)
+    if job in ACTIVE:
+        return job
+    if is_finished(run):
+        ctx.tracking.terminate(run.info.run_id, "FINISHED")
+    else:
+        seen = "was submitted" if job is None else f"was seen {job}"
+        disp.finish(att, job or "FAILED", note=f"interrupted: {driver} ended before the job {seen}")
+    return job
+
+
 def reconcile(ctx: SweepContext, disp: Dispatcher, cells: list[Cell]) -> dict[str, CellState]:
     """Cell states from the store and the cluster (see the module docstring)."""
     reuse = get_backend(ctx.plan.spec.backend).reuse_run_on_retry
-    groups = ctx.tracking.cell_runs(ctx.experiment_id, ctx.plan.sweep_id)
+    groups = ctx.tracking.cell_runs(ctx.experiment_id, ctx.sweep_id)
     states: dict[str, CellState] = {}
     for cell in cells:
         st = CellState(cell)
@@ -102,25 +122,19 @@ def reconcile(ctx: SweepContext, disp: Dispatcher, cells: list[Cell]) -> dict[st
             if run.info.status != "RUNNING":
                 continue
             att = disp.attach(cell, run)
-            job = disp.status(att.submission_id)
             if run.data.tags.get(M.TAG_CELL_HASH) != h:
-                if job in ACTIVE:
+                if disp.status(att.submission_id) in ACTIVE:
                     disp.stop(att.submission_id)
                 ctx.tracking.set_tags(run.info.run_id, {M.TAG_FAILURE: "cell settings changed"})
                 ctx.tracking.terminate(run.info.run_id, "KILLED")
-            elif job in ACTIVE and st.current is None:
+                continue
+            job = settle_orphan(ctx, disp, att, run, driver="launcher")
+            if job in ACTIVE and st.current is None:
                 att.status = job
                 st.current, st.state = att, RUNNING
             elif job in ACTIVE:  # cannot happen with one launcher per sweep; be safe anyway
                 disp.stop(att.submission_id)
                 ctx.tracking.terminate(run.info.run_id, "KILLED")
-            elif is_finished(run):  # results are in: the launcher died before ending it
-                ctx.tracking.terminate(run.info.run_id, "FINISHED")
-            else:
-                note = "interrupted: launcher ended before the job " + (
-                    "was submitted" if job is None else f"was seen {job}"
-                )
-                disp.finish(att, job or "FAILED", note=note)
         same = [r for r in runs if r.data.tags.get(M.TAG_CELL_HASH) == h]
         if st.current is None and any(is_finished(r) for r in same):
             st.state = DONE
@@ -180,14 +194,7 @@ class Launcher:
 
     def _run(self) -> LaunchResult:
         ctx = open_sweep(self.plan, address=self.address)
-        assert ctx.cluster is not None
-        disp = Dispatcher(
-            ctx.cluster,
-            ctx.tracking,
-            experiment_id=ctx.experiment_id,
-            parent_run_id=ctx.parent_run_id,
-            sweep_id=self.plan.sweep_id,
-        )
+        disp = ctx.dispatcher()
         result = LaunchResult(self.plan.sweep_id)
         restore = signals_set(self.stop_event)
         marker = ctx.state_dir / "launcher.json"

@@ -38,9 +38,8 @@ from typing import Any
 from gppo.errors import LaunchBusy
 from gppo.grid.plan import Plan
 from gppo.store.tracking import Tracking, resolve_tracking_uri, retry_locked
-from gppo.sweep.cluster import _alive
 from gppo.sweep.guard import is_local_store
-from gppo.sweep.tuning.attrs import Owner, _process_started
+from gppo.sweep.owner import Owner, alive
 
 log = logging.getLogger(__name__)
 LEASE_PARAM = "gppo.lease."
@@ -73,13 +72,7 @@ def _last_beat(tags: dict[str, str], n: int, holder: dict[str, Any]) -> float:
 
 def holder_alive(holder: dict[str, Any], beat: float, me: Owner, stale_s: float) -> bool:
     """Whether the launcher recorded as ``holder`` still runs (see the module docstring)."""
-    if holder.get("host") == me.host and holder.get("pid"):
-        if not _alive(int(holder["pid"])):  # gone, or a zombie nobody has reaped yet
-            return False
-        started = _process_started(int(holder["pid"]))
-        recorded = holder.get("started")
-        return started is not None and (recorded is None or abs(started - recorded) < 1.0)
-    return time.time() - beat < stale_s
+    return alive(holder, me=me, beat=beat, stale_s=stale_s)
 
 
 class Lease:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rich.console import Group
@@ -131,3 +133,44 @@ class LaunchOutput:
     def __exit__(self, *exc: Any) -> None:
         if self.live is not None:
             self.live.__exit__(*exc)
+
+
+class LiveLines:
+    """Timestamped event lines with, on a terminal, a live panel under them (rich ``Live``).
+
+    Off a terminal (a file, a pipe, CI) only the lines are printed, never the panel, so a log
+    receives no fragments of a live table. ``console=None`` prints nothing (library use, tests).
+    Used by the tuner's progress (:class:`gppo.sweep.tuning.progress.Progress`).
+    """
+
+    def __init__(self, console: Any | None) -> None:
+        self.console = console
+        self._live: Any = None
+        self._render: Any = None
+
+    def line(self, text: str) -> None:
+        """One timestamped line (above the live panel on a terminal)."""
+        from gppo.sweep.progress_log import stamp
+
+        if self.console is not None:
+            self.console.print(f"{stamp()}  {text}", markup=False, highlight=False, soft_wrap=True)
+
+    @contextlib.contextmanager
+    def showing(self, render: Callable[[], Any]) -> Iterator[None]:
+        """Show ``render()`` live for the duration (on a terminal); :meth:`refresh` redraws."""
+        if self.console is None or not self.console.is_terminal:
+            yield
+            return
+        from rich.live import Live
+
+        with Live(render(), console=self.console, refresh_per_second=2) as live:
+            self._live, self._render = live, render
+            try:
+                yield
+            finally:
+                live.update(render())
+                self._live = None
+
+    def refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())

@@ -1,4 +1,10 @@
-"""Open a sweep's side of the world: store, experiment, parent run, state dir, cluster."""
+"""Open a sweep's side of the world: store, experiment, parent run, state dir, cluster.
+
+A tuning study is a sweep too (:func:`open_session` with its own sweep id): the same store,
+parent run, state dir, cluster and :class:`~gppo.sweep.dispatcher.Dispatcher`; only the grid
+:class:`~gppo.grid.plan.Plan` (the cells known up front) is the launcher's own
+(:class:`SweepContext`).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from gppo.grid.plan import Plan
-from gppo.store.tracking import Tracking, resolve_tracking_uri, state_root
-from gppo.sweep.cluster import Cluster, ensure_cluster
+from gppo.store.tracking import Tracking
+from gppo.store.uri import resolve_tracking_uri, state_root
+from gppo.sweep.cluster import Cluster, ensure_cluster, stop_local_head
+from gppo.sweep.dispatcher import Dispatcher
+
+
+def state_dir_of(tracking_uri: str | None, sweep_id: str) -> Path:
+    """``.gppo/<sweep id>`` next to the tracking store (cluster.json, launch.lock)."""
+    return state_root(resolve_tracking_uri(tracking_uri)) / sweep_id
 
 
 def sweep_state_dir(plan: Plan) -> Path:
     """``.gppo/<sweep id>`` next to the sweep's tracking store (cluster.json, launch.lock)."""
-    return state_root(resolve_tracking_uri(plan.spec.tracking.uri)) / plan.sweep_id
+    return state_dir_of(plan.spec.tracking.uri, plan.sweep_id)
 
 
 def store_exists(uri: str) -> bool:
@@ -26,31 +39,75 @@ def store_exists(uri: str) -> bool:
 
 
 @dataclass
-class SweepContext:
-    """What the dispatcher needs for one sweep."""
+class Session:
+    """One sweep's (or study's) store coordinates, state dir and cluster."""
 
-    plan: Plan
+    sweep_id: str
     tracking: Tracking
     experiment_id: str
     parent_run_id: str
     state_dir: Path
     cluster: Cluster | None
 
+    def dispatcher(self) -> Dispatcher:
+        """The :class:`Dispatcher` of this sweep's jobs (needs a cluster)."""
+        assert self.cluster is not None
+        return Dispatcher(
+            self.cluster,
+            self.tracking,
+            experiment_id=self.experiment_id,
+            parent_run_id=self.parent_run_id,
+            sweep_id=self.sweep_id,
+        )
+
+    def close(self, status: str) -> None:
+        """End the parent run as ``status`` and stop the local head this sweep started."""
+        self.tracking.terminate(self.parent_run_id, status)
+        if self.cluster is not None and self.cluster.local:
+            stop_local_head(self.state_dir)
+
+
+@dataclass
+class SweepContext(Session):
+    """What the launcher needs for one grid sweep: the session and its plan."""
+
+    plan: Plan
+
+
+def open_session(
+    tracking_uri: str | None,
+    experiment: str,
+    sweep_id: str,
+    *,
+    address: str | None = None,
+    start_cluster: bool = True,
+) -> Session:
+    """Create the store's schema, the experiment and the parent run; attach/start Ray."""
+    tracking = Tracking(tracking_uri)
+    tracking.init_store()
+    exp = tracking.experiment_id(experiment)
+    assert exp is not None
+    parent = tracking.sweep_run(exp, sweep_id)
+    assert parent is not None
+    state_dir = state_dir_of(tracking_uri, sweep_id)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    cluster = ensure_cluster(address, state_dir, start=start_cluster)
+    return Session(sweep_id, tracking, exp, parent, state_dir, cluster)
+
 
 def open_sweep(
     plan: Plan, *, address: str | None = None, start_cluster: bool = True
 ) -> SweepContext:
-    """Create the store's schema, the experiment and the parent run; attach/start Ray."""
-    tracking = Tracking(plan.spec.tracking.uri)
-    tracking.init_store()
-    exp = tracking.experiment_id(plan.spec.experiment)
-    assert exp is not None
-    parent = tracking.sweep_run(exp, plan.sweep_id)
-    assert parent is not None
-    state_dir = sweep_state_dir(plan)
-    state_dir.mkdir(parents=True, exist_ok=True)
-    cluster = ensure_cluster(address or plan.spec.ray.address, state_dir, start=start_cluster)
-    return SweepContext(plan, tracking, exp, parent, state_dir, cluster)
+    """:func:`open_session` for a grid sweep (its spec's store, experiment and cluster)."""
+    spec = plan.spec
+    session = open_session(
+        spec.tracking.uri,
+        spec.experiment,
+        plan.sweep_id,
+        address=address or spec.ray.address,
+        start_cluster=start_cluster,
+    )
+    return SweepContext(**vars(session), plan=plan)
 
 
 def read_sweep(plan: Plan) -> tuple[Tracking, str] | None:

@@ -1,10 +1,14 @@
 """Tuning with Optuna: ``gppo-sweep tune SPEC`` over trust-region radii and the design space.
 
-Path of a trial: tuning spec (:mod:`.spec`) → Optuna ask → :func:`.space.suggest` → a one-cell
-grid spec → :func:`gppo.grid.expand` → the backend's job, submitted by the sweep's
-:class:`~gppo.sweep.dispatcher.Dispatcher` (:mod:`.jobs`) → values read back from MLflow
-(:mod:`.readback`) → Optuna report/prune/tell (:mod:`.runner`). Crash safety: :mod:`.recovery`.
-Report (best trials, plots, best grid spec): :mod:`.report`.
+A thin layer over the sweep. Path of a trial: tuning spec (:mod:`.spec`, read with the grid
+loader's errors) → Optuna ask → :func:`.space.suggest` → a one-cell grid spec → the grid loader
+and :func:`gppo.grid.expand` (:mod:`.cells`) → the backend's job, submitted by the sweep's
+:class:`~gppo.sweep.dispatcher.Dispatcher` in the study's sweep session (:mod:`.jobs`,
+:func:`gppo.sweep.session.open_session`) → values read back from MLflow (:mod:`.readback`) →
+Optuna report/prune/tell (:mod:`.runner`). Crash safety: :mod:`.recovery`, on the launcher's rule
+for a run whose driver died (:func:`gppo.sweep.launch.settle_orphan`). Progress: the sweep's
+live lines (:mod:`.progress`). Report (best trials, plots, best grid spec): :mod:`.report`.
+Optuna is used through its public API only.
 """
 
 from gppo.sweep.tuning.report import Report, write_report

@@ -13,7 +13,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import optuna
@@ -122,23 +121,3 @@ def cell_summary(studies: list[tuple[TuneSpec, optuna.Study]]) -> list[dict[str,
             }
         )
     return rows
-
-
-def write_cell_summary(rows: list[dict[str, Any]], path: Path) -> Path:
-    """``cells.md``: one line per cell study."""
-
-    def f(v: Any) -> str:
-        return "-" if v is None else f"{v:.4f}"
-
-    lines = [
-        "| study | complete | default | best | gain | best config |",
-        "|---|---|---|---|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['study']} | {r['complete']} | {f(r['default'])} | {f(r['best'])} | "
-            f"{f(r['gain'])} | {r['best_config']} |"
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    return path

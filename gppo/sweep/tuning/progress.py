@@ -1,20 +1,27 @@
-"""Live progress of a study with rich: trials done, running, pruned, failed, best value so far."""
+"""Live progress of a study: trials done, running, pruned, failed, best value so far.
+
+The display is the sweep's (:class:`gppo.sweep.progress.LiveLines`): timestamped event lines, a
+live panel under them on a terminal only, and off a terminal a one-line summary at the end.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import time
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from optuna.trial import TrialState
 from rich.console import Console, Group
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-if TYPE_CHECKING:
-    from gppo.sweep.tuning.runner import Tuner
+from gppo.sweep.progress import LiveLines
+from gppo.sweep.progress_log import fmt_duration
+
+#: the :class:`gppo.sweep.tuning.runner.Tuner` being shown or recovered (not imported: the runner
+#: imports this module)
+Tuner = Any
 
 
 def summary(study: Any) -> dict[str, Any]:
@@ -30,29 +37,22 @@ def summary(study: Any) -> dict[str, Any]:
 
 
 class Progress:
-    """Progress display; ``console=None`` prints nothing (library use, tests).
-
-    On a terminal, a live panel with the events printed above it; otherwise (a file, a pipe, CI)
-    only the timestamped event lines and a one-line summary at the end, never the panel."""
+    """Progress display of one study; ``console=None`` prints nothing (library use, tests)."""
 
     def __init__(self, console: Console | None) -> None:
-        self.console = console
-        self._live: Live | None = None
-        self._events: list[str] = []
+        self.lines = LiveLines(console)
         self._t0 = time.monotonic()
 
     def render(self, tuner: Tuner) -> Group:
         s = summary(tuner.study)
-        c = s["counts"]
-        n = tuner.spec.tune.n_trials
-        done = c["COMPLETE"] + c["PRUNED"]
+        c, best = s["counts"], s["best"]
         line = Text.assemble(
             (f"study {tuner.spec.study_name}  ", "bold"),
-            f"done {done}/{n} (complete {c['COMPLETE']}, pruned {c['PRUNED']})  ",
+            f"done {c['COMPLETE'] + c['PRUNED']}/{tuner.spec.tune.n_trials} "
+            f"(complete {c['COMPLETE']}, pruned {c['PRUNED']})  ",
             f"running {len(tuner.active)}  failed {c['FAIL']}  ",
             f"{time.monotonic() - self._t0:.0f}s",
         )
-        best = s["best"]
         best_line = Text(
             f"best so far: {best.value:.4f} (trial {best.number}: "
             f"{best.user_attrs.get('gppo.config', best.params)})"
@@ -64,21 +64,12 @@ class Progress:
             table.add_column(col)
         for a in tuner.active.values():
             last = a.reported.get(a.last_step)
-            table.add_row(
-                str(a.number),
-                a.label,
-                str(max(a.last_step, 0)),
-                "-" if last is None else f"{last:.4f}",
-            )
-        parts: list[Any] = [line, best_line]
-        if tuner.active:
-            parts.append(table)
-        return Group(*parts)
+            step, value = str(max(a.last_step, 0)), "-" if last is None else f"{last:.4f}"
+            table.add_row(str(a.number), a.label, step, value)
+        return Group(line, best_line, *([table] if tuner.active else []))
 
     def summary_line(self, tuner: Tuner) -> str:
         """``study S: 12/12 done (complete 10, pruned 2), 0 failed, best 0.4375 (trial 7) in 3m05s``."""
-        from gppo.sweep.progress_log import fmt_duration
-
         s = summary(tuner.study)
         c, best = s["counts"], s["best"]
         return (
@@ -91,33 +82,18 @@ class Progress:
 
     @contextlib.contextmanager
     def live(self, tuner: Tuner) -> Iterator[None]:
-        if self.console is None:
-            yield
-            return
-        if not self.console.is_terminal:
-            try:
+        """The live panel while the study runs; off a terminal, the summary line at the end."""
+        console = self.lines.console
+        try:
+            with self.lines.showing(lambda: self.render(tuner)):
                 yield
-            finally:
+        finally:
+            if console is not None and not console.is_terminal:
                 self.event(self.summary_line(tuner))
-            return
-        with Live(self.render(tuner), console=self.console, refresh_per_second=2) as live:
-            self._live = live
-            try:
-                yield
-            finally:
-                live.update(self.render(tuner))
-                self._live = None
 
     def update(self, tuner: Tuner) -> None:
-        if self._live is not None:
-            self._live.update(self.render(tuner))
+        self.lines.refresh()
 
     def event(self, message: str) -> None:
         """One timestamped line (above the live panel on a terminal)."""
-        from gppo.sweep.progress_log import stamp
-
-        self._events.append(message)
-        if self.console is not None:
-            self.console.print(
-                f"{stamp()}  {message}", markup=False, highlight=False, soft_wrap=True
-            )
+        self.lines.line(message)

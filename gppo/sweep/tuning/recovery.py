@@ -1,13 +1,18 @@
 """Crash safety: settle the trials a dead tuner left RUNNING before asking for new ones.
 
-For every RUNNING trial of the study whose owner is gone (:func:`attrs.owner_alive`):
+For every RUNNING trial of the study whose owner is gone (:func:`attrs.owner_alive`), its MLflow
+run goes through the launcher's own rule for a run whose driver died
+(:func:`gppo.sweep.launch.settle_orphan`), and then:
 
 * its Ray job is still PENDING/RUNNING → the new tuner re-attaches: it owns the trial, reports
   the values logged meanwhile and goes on polling it like its own;
 * its job SUCCEEDED while no tuner watched → the objective is read back from MLflow and the trial
   is told COMPLETE (nothing is lost);
 * no job recorded, the job FAILED/STOPPED, or the cluster no longer knows it → the job is stopped
-  (if it can be reached), the trial is told FAIL and its MLflow run ends FAILED.
+  (if it still runs without a run), the trial is told FAIL and its MLflow run ends FAILED.
+
+A trial's run is found by its tags when the dead tuner had not recorded it yet (it is created
+before the job is submitted), so no run of a dead tuner stays RUNNING.
 
 Trials owned by a live tuner (same study on a shared database) are left alone. Afterwards no
 trial of a dead tuner stays RUNNING, and the loop continues to ``n_trials`` done trials.
@@ -15,58 +20,84 @@ trial of a dead tuner stays RUNNING, and the loop continues to ``n_trials`` done
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
-from gppo.sweep.tuning import attrs, jobs
+from gppo import metrics as M
+from gppo.sweep.dispatcher import ACTIVE
+from gppo.sweep.launch import settle_orphan
+from gppo.sweep.tuning import attrs
+from gppo.sweep.tuning.jobs import trial_run
+from gppo.sweep.tuning.study import trial_handle
 
-if TYPE_CHECKING:
-    from gppo.sweep.tuning.runner import Tuner
+#: the :class:`gppo.sweep.tuning.runner.Tuner` being shown or recovered (not imported: the runner
+#: imports this module)
+Tuner = Any
 
 
-def _status(tuner: Tuner, job_id: str, address: str | None) -> str:
-    if address and address.rstrip("/") != tuner.jobs.address.rstrip("/"):
-        try:  # the trial ran on another cluster: ask that one
-            from ray.job_submission import JobSubmissionClient
+def _run_of(tuner: Tuner, trial: optuna.trial.Trial, ft: FrozenTrial) -> Any | None:
+    """The orphan's MLflow run: recorded in its user attrs, else found by its tags (the tuner
+    died between creating it and recording it; the attrs are recorded now)."""
+    run_id = ft.user_attrs.get(attrs.RUN_ID)
+    if run_id:
+        return tuner.session.tracking.get_run(run_id)
+    run = trial_run(tuner.session, ft.number)
+    if run is not None:
+        trial.set_user_attr(attrs.RUN_ID, run.info.run_id)
+        trial.set_user_attr(attrs.JOB_ID, run.data.tags.get(M.TAG_RAY_JOB_ID, ""))
+    return run
 
-            return str(JobSubmissionClient(address).get_job_status(job_id).value)
-        except Exception:
-            return jobs.UNREACHABLE
-    return tuner.jobs.status(job_id)
+
+def _job_status(tuner: Tuner, run: Any | None, job_id: str) -> str | None:
+    """The orphan's job status after settling its run (None: unknown to the cluster)."""
+    if run is not None and run.info.status == "RUNNING":
+        att = tuner.disp.attach(None, run)
+        return settle_orphan(tuner.session, tuner.disp, att, run, driver="tuner")
+    job = tuner.disp.status(job_id) if job_id else None
+    if job in ACTIVE and run is None:  # a job without a run: nothing can follow it
+        tuner.stop(job_id)
+    return job
+
+
+def _settle(tuner: Tuner, ft: FrozenTrial) -> str:
+    """Adopt, complete or fail one orphaned trial; returns which."""
+    trial = trial_handle(tuner.study, tuner.storage, ft.number)
+    run = _run_of(tuner, trial, ft)
+    run_id = run.info.run_id if run is not None else None
+    job_id = ft.user_attrs.get(attrs.JOB_ID) or (
+        run.data.tags.get(M.TAG_RAY_JOB_ID, "") if run is not None else ""
+    )
+    try:
+        status = _job_status(tuner, run, job_id)
+    except Exception:  # the cluster does not answer
+        status = "UNREACHABLE"
+    if status in ACTIVE and run_id:
+        tuner.adopt(trial, ft, run_id, job_id)
+        return "adopted"
+    if status == "SUCCEEDED" and run_id:
+        return "complete" if tuner.finish_succeeded(trial, run_id, job_id) else "failed"
+    why = f"its tuner died; job {job_id or '(none)'} {status or 'MISSING'}"
+    tuner.fail(trial, why, run_id, job_id)
+    tuner.failures -= 1  # a crash is not the configuration's fault
+    return "failed"
 
 
 def recover(tuner: Tuner) -> dict[str, int]:
     """Settle orphaned RUNNING trials; returns counts by outcome (adopted/complete/failed)."""
-    study = tuner.study
-    spec = tuner.spec
     outcome = {"adopted": 0, "complete": 0, "failed": 0, "left": 0}
-    for ft in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+    for ft in tuner.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         started = ft.datetime_start.timestamp() if ft.datetime_start else None
-        ua = ft.user_attrs
         if attrs.owner_alive(
-            ua, me=tuner.owner, stale_after_s=spec.tune.stale_after_s, started_at=started
+            ft.user_attrs,
+            me=tuner.owner,
+            stale_after_s=tuner.spec.tune.stale_after_s,
+            started_at=started,
         ):
             outcome["left"] += 1
-            continue
-        run_id, job_id = ua.get(attrs.RUN_ID), ua.get(attrs.JOB_ID)
-        status = _status(tuner, job_id, ua.get(attrs.RAY_ADDRESS)) if job_id else jobs.MISSING
-        if status in jobs.ACTIVE and run_id:
-            trial = optuna.trial.Trial(study, ft._trial_id)
-            tuner.adopt(trial, run_id, job_id, str(ua.get(attrs.CONFIG, "")))
-            outcome["adopted"] += 1
-        elif status == jobs.SUCCEEDED and run_id:
-            tuner.finish_succeeded(ft.number, run_id, job_id)
-            state = study._storage.get_trial(ft._trial_id).state
-            outcome["complete" if state == TrialState.COMPLETE else "failed"] += 1
         else:
-            if job_id and status not in (jobs.MISSING, jobs.UNREACHABLE):
-                tuner.jobs.stop(job_id)
-            why = f"its tuner died; job {job_id or '(none)'} {status}"
-            tuner._fail_number(ft.number, why, run_id, job_id or "")
-            tuner.failures -= 1  # a crash is not the configuration's fault
-            outcome["failed"] += 1
+            outcome[_settle(tuner, ft)] += 1
     if any(outcome[k] for k in ("adopted", "complete", "failed")):
         tuner.progress.event(
             "resumed: {adopted} re-attached, {complete} completed meanwhile, "

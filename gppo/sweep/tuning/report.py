@@ -26,6 +26,7 @@ from rich.table import Table
 
 from gppo.grid import expand, parse_spec
 from gppo.sweep.tuning import attrs
+from gppo.sweep.tuning.percell import cell_summary
 from gppo.sweep.tuning.space import best_grid, config_from_params
 from gppo.sweep.tuning.spec import TuneSpec
 
@@ -42,11 +43,12 @@ class Report:
 
 
 def best_rows(study: optuna.Study, top: int) -> list[dict[str, Any]]:
-    """The ``top`` COMPLETE trials by value (highest first)."""
+    """The ``top`` COMPLETE trials by value (highest first), ranked from 1."""
     done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))]
     done.sort(key=lambda t: (-(t.value if t.value is not None else float("-inf")), t.number))
     return [
         {
+            "rank": rank,
             "trial": t.number,
             "value": t.value,
             "config": t.user_attrs.get(attrs.CONFIG, ""),
@@ -54,113 +56,95 @@ def best_rows(study: optuna.Study, top: int) -> list[dict[str, Any]]:
             "params": dict(t.params),
             "run_id": t.user_attrs.get(attrs.RUN_ID, ""),
         }
-        for t in done[:top]
+        for rank, t in enumerate(done[:top], 1)
     ]
 
 
-def rows_table(rows: list[dict[str, Any]], title: str) -> Table:
-    table = Table(title=title)
-    for col in ("rank", "trial", "value", "config", "cell", "MLflow run"):
-        table.add_column(col, justify="right" if col in ("rank", "trial", "value") else "left")
-    for i, r in enumerate(rows, 1):
-        table.add_row(
-            str(i), str(r["trial"]), f"{r['value']:.4f}", r["config"], r["cell"], r["run_id"]
-        )
-    return table
+#: (header, row key) of the best-trials table and of the per-cell table
+BEST_COLUMNS = [("rank", "rank"), ("trial", "trial"), ("value", "value"), ("config", "config"),
+                ("cell", "cell"), ("MLflow run", "run_id")]  # fmt: skip
+CELL_COLUMNS = [("study", "study"), ("complete", "complete"), ("default", "default"),
+                ("best", "best"), ("gain", "gain"), ("best config", "best_config")]  # fmt: skip
 
 
-def cells_table(rows: list[dict[str, Any]]) -> Table:
-    """Per-cell studies: default value, best value and the gain from tuning."""
-    table = Table(title="per-cell tuning: gain over the default configuration")
-    for col in ("study", "complete", "default", "best", "gain", "best config"):
-        table.add_column(col, justify="left" if col in ("study", "best config") else "right")
-
-    def f(v: Any) -> str:
-        return "-" if v is None else f"{v:.4f}"
-
-    for r in rows:
-        table.add_row(
-            r["study"], str(r["complete"]), f(r["default"]), f(r["best"]), f(r["gain"]),
-            r["best_config"],
-        )  # fmt: skip
-    return table
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    return "-" if value is None else str(value)
 
 
-def _markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| rank | trial | value | config | cell | MLflow run |", "|---|---|---|---|---|---|"]
-    for i, r in enumerate(rows, 1):
-        lines.append(
-            f"| {i} | {r['trial']} | {r['value']:.4f} | {r['config']} | {r['cell']} | {r['run_id']} |"
-        )
-    return "\n".join(lines) + "\n"
+def write_table(
+    rows: list[dict[str, Any]],
+    columns: list[tuple[str, str]],
+    path: Path,
+    title: str,
+    console: Console | None,
+) -> Path:
+    """Write ``rows`` as a markdown table to ``path`` and print them as a rich table."""
+    cells = [[_cell(r[key]) for _, key in columns] for r in rows]
+    lines = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(row) + " |" for row in cells]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    if console is not None:
+        table = Table(title=title)
+        for header, key in columns:
+            numeric = rows and all(isinstance(r[key], (int, float)) for r in rows)
+            table.add_column(header, justify="right" if numeric else "left")
+        for row in cells:
+            table.add_row(*row)
+        console.print(table)
+    return path
 
 
-def _plot(name: str, folder: Path, make_html: Any, make_png: Any, files: list[Path]) -> None:
-    fig = make_html()
-    html = folder / f"{name}.html"
-    fig.write_html(str(html), include_plotlyjs="directory")
-    files.append(html)
+def _plot(name: str, study: optuna.Study, folder: Path) -> list[Path]:
+    """``<name>.html`` (``optuna.visualization.plot_<name>``) and ``<name>.png`` (its
+    matplotlib twin) in ``folder``."""
+    import warnings
+
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
+    from optuna import visualization as vis
+    from optuna.visualization import matplotlib as vis_mpl
 
-    ax = make_png()
-    png = folder / f"{name}.png"
+    html, png = folder / f"{name}.html", folder / f"{name}.png"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # optuna's "experimental" warnings on the mpl plots
+        getattr(vis, f"plot_{name}")(study).write_html(str(html), include_plotlyjs="directory")
+        ax = getattr(vis_mpl, f"plot_{name}")(study)
     figure = ax.figure if hasattr(ax, "figure") else ax.flat[0].figure
     figure.savefig(png, dpi=120, bbox_inches="tight")
     plt.close(figure)
-    files.append(png)
+    return [html, png]
 
 
 def write_report(
     spec: TuneSpec, study: optuna.Study, folder: Path, console: Console | None = None
 ) -> Report:
     """Write the report files into ``folder`` and print the table of best trials."""
-    import warnings
-
-    from optuna import visualization as vis
-    from optuna.visualization import matplotlib as vis_mpl
-
     folder.mkdir(parents=True, exist_ok=True)
     rows = best_rows(study, spec.tune.top)
     report = Report(folder, rows)
-    md = folder / "best_trials.md"
-    md.write_text(_markdown(rows))
-    report.files.append(md)
-    if console is not None:
-        console.print(rows_table(rows, f"best trials of study {spec.study_name}"))
-    complete = [t for t in study.get_trials(deepcopy=False) if t.state == TrialState.COMPLETE]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # optuna's "experimental" warnings on the mpl plots
-        if complete:
-            _plot(
-                "optimization_history",
-                folder,
-                lambda: vis.plot_optimization_history(study),
-                lambda: vis_mpl.plot_optimization_history(study),
-                report.files,
-            )
-        else:
-            report.notes.append("no COMPLETE trial yet: no optimisation history")
-        varying = {
-            k for t in complete for k in t.params if len({u.params.get(k) for u in complete}) > 1
-        }
-        if len(complete) >= 2 and varying:
-            try:
-                _plot(
-                    "param_importances",
-                    folder,
-                    lambda: vis.plot_param_importances(study),
-                    lambda: vis_mpl.plot_param_importances(study),
-                    report.files,
-                )
-            except (ValueError, RuntimeError) as err:
-                report.notes.append(f"parameter importances skipped: {err}")
-        else:
-            report.notes.append(
-                "parameter importances need 2 COMPLETE trials and a parameter that varies"
-            )
+    title = f"best trials of study {spec.study_name}"
+    report.files.append(write_table(rows, BEST_COLUMNS, folder / "best_trials.md", title, console))
+    complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+    varying = {
+        k for t in complete for k in t.params if len({u.params.get(k) for u in complete}) > 1
+    }
+    importances = len(complete) >= 2 and varying
+    plots = {  # plot: the note when it cannot be drawn yet, else None
+        "optimization_history": None if complete else "no COMPLETE trial yet: no optimisation history",
+        "param_importances": None if importances
+        else "parameter importances need 2 COMPLETE trials and a parameter that varies",
+    }  # fmt: skip
+    for name, note in plots.items():
+        try:
+            report.files += [] if note else _plot(name, study, folder)
+        except (ValueError, RuntimeError) as err:
+            note = f"{name.replace('param_', 'parameter ').replace('_', ' ')} skipped: {err}"
+        report.notes += [note] if note else []
     if rows:
         report.best_spec = write_best_spec(spec, rows[0], folder / "best.yaml")
         report.files.append(report.best_spec)
@@ -184,4 +168,15 @@ def write_best_spec(spec: TuneSpec, row: dict[str, Any], path: Path) -> Path:
         f"value {row['value']:.6g}\n# {cfg.label}\n# Launch it with: gppo-sweep launch {path.name}\n"
     )
     path.write_text(header + yaml.safe_dump(grid, sort_keys=False))
+    return path
+
+
+def write_cell_report(
+    studies: list[tuple[TuneSpec, optuna.Study]], folder: Path, console: Console | None
+) -> Path:
+    """``cells.md`` (and the same table printed): each cell study's default, best and gain."""
+    title = "per-cell tuning: gain over the default configuration"
+    path = write_table(cell_summary(studies), CELL_COLUMNS, folder / "cells.md", title, console)
+    if console is not None:
+        console.print(f"wrote {path}", markup=False, highlight=False)
     return path

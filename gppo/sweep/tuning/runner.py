@@ -7,30 +7,38 @@ failed or logged no objective); then ask for new trials while slots are free.
 
 Done = COMPLETE + PRUNED trials of the study (whoever ran them); FAIL trials do not count, so a
 crash never shortens the study. Trials RUNNING in another live tuner are counted as in flight.
-Crash safety: see :mod:`gppo.sweep.tuning.recovery`.
+Optuna is used through its public API only (``ask``, ``tell`` by trial number, ``Trial`` methods,
+``get_trials``). Crash safety: see :mod:`gppo.sweep.tuning.recovery`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from gppo.errors import TuneError
 from gppo.grid import SpecError
-from gppo.store.tracking import resolve_tracking_uri
+from gppo.store.uri import resolve_tracking_uri
+from gppo.sweep.dispatcher import ACTIVE
 from gppo.sweep.guard import check_store_reachable
 from gppo.sweep.signals import signals_set
-from gppo.sweep.tuning import attrs, jobs, readback
+from gppo.sweep.tuning import attrs, readback
 from gppo.sweep.tuning.cells import check_spec, trial_cell
+from gppo.sweep.tuning.jobs import end_trial, open_study_session, submit_trial
 from gppo.sweep.tuning.percell import enqueue_default
 from gppo.sweep.tuning.progress import Progress
+from gppo.sweep.tuning.recovery import recover
 from gppo.sweep.tuning.space import suggest
 from gppo.sweep.tuning.spec import TuneSpec
-from gppo.sweep.tuning.study import open_study
+from gppo.sweep.tuning.study import make_storage, open_study, storage_url
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -59,6 +67,7 @@ class Tuner:
         self.owner = attrs.Owner.me()
         self.active: dict[int, Active] = {}
         self.failures = 0
+        self.last_failure = ""
         self.k = int((spec.base.get("eval") or {}).get("k", 8))
         self._last_beat = 0.0
 
@@ -70,17 +79,14 @@ class Tuner:
             resolve_tracking_uri(grid.tracking.uri),
             shared_filesystem=grid.tracking.shared_filesystem,
         )
-        self.study = open_study(self.spec)
+        self.storage = make_storage(storage_url(self.spec))
+        self.study = open_study(self.spec, self.storage)
         enqueue_default(self.spec, self.study)
-        experiment = grid.tracking.experiment or self.spec.name  # as for the grid spec
-        self.jobs = jobs.TrialDispatch(
-            grid.tracking.uri, experiment, self.spec.study_name, grid.ray.address
-        )
+        self.session = open_study_session(grid, self.spec.name, self.spec.study_name)
+        self.disp = self.session.dispatcher()
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self) -> optuna.Study:
-        from gppo.sweep.tuning.recovery import recover
-
         self.open()
         t = self.spec.tune
         max_failures = t.max_failures if t.max_failures is not None else t.n_trials
@@ -104,14 +110,12 @@ class Tuner:
                         if not self.active:
                             raise TuneError(
                                 f"{self.failures} trials failed (max_failures={max_failures}); "
-                                f"last: {self._last_failure}"
+                                f"last: {self.last_failure}"
                             )
                     else:  # at most one try per free slot and cycle (a launch may fail)
                         for _ in range(self.spec.n_parallel - len(self.active)):
                             if done + len(self.active) + others < t.n_trials:
                                 self._launch()
-                    if done >= t.n_trials and not self.active:
-                        break
                     self._heartbeat()
                     self.progress.update(self)
                     stop.wait(t.poll_s)
@@ -120,11 +124,10 @@ class Tuner:
             raise
         finally:
             restore()
-            done, _ = self._counts()
-            self.jobs.close(any_running=self._any_running(), complete=done >= t.n_trials)
+            if not self._any_running():  # end the parent run, stop a local head we started
+                done, _ = self._counts()
+                self.session.close("FINISHED" if done >= t.n_trials else "KILLED")
         return self.study
-
-    _last_failure = ""
 
     def _counts(self) -> tuple[int, int]:
         """(done trials, trials RUNNING under another live tuner)."""
@@ -144,38 +147,40 @@ class Tuner:
             return True
 
     # --- one trial -------------------------------------------------------------------------------
+    def _own(self, trial: optuna.trial.Trial) -> None:
+        trial.set_user_attr(attrs.OWNER, self.owner.as_attr())
+        trial.set_user_attr(attrs.HEARTBEAT, time.time())
+
     def _launch(self) -> None:
         trial = self.study.ask()
-        sa = self.study._storage.set_trial_user_attr
-        sa(trial._trial_id, attrs.OWNER, self.owner.as_attr())
-        sa(trial._trial_id, attrs.HEARTBEAT, time.time())
+        self._own(trial)
         try:
             cfg = suggest(trial, self.spec.tune.space)
             cell, _ = trial_cell(self.spec, cfg, trial.number)
         except (SpecError, ValueError) as err:
-            self._fail_number(trial.number, f"invalid configuration: {err}")
+            self.fail(trial, f"invalid configuration: {err}")
             return
-        sa(trial._trial_id, attrs.CELL_ID, cell.id)
-        sa(trial._trial_id, attrs.CONFIG, cfg.label)
-        sa(trial._trial_id, attrs.RAY_ADDRESS, self.jobs.address)
+        trial.set_user_attr(attrs.CELL_ID, cell.id)
+        trial.set_user_attr(attrs.CONFIG, cfg.label)
+        trial.set_user_attr(attrs.RAY_ADDRESS, self.disp.cluster.address)
         try:
-            att = self.jobs.submit(cell, trial.number, trial.params)
+            att = submit_trial(self.disp, cell, trial.number, trial.params, self.spec.study_name)
         except Exception as err:  # the dispatcher ended the run FAILED already
-            self._fail_number(trial.number, f"submit failed: {err}")
+            self.fail(trial, f"submit failed: {err}")
             return
         run_id, job_id = att.run_id, att.submission_id
-        sa(trial._trial_id, attrs.RUN_ID, run_id)
-        sa(trial._trial_id, attrs.JOB_ID, job_id)
+        trial.set_user_attr(attrs.RUN_ID, run_id)
+        trial.set_user_attr(attrs.JOB_ID, job_id)
         self.active[trial.number] = Active(trial, run_id, job_id, cfg.label)
         self.progress.event(f"trial {trial.number} started: {cfg.label} ({cell.id}, job {job_id})")
 
-    def adopt(self, trial: optuna.trial.Trial, run_id: str, job_id: str, label: str) -> None:
+    def adopt(
+        self, trial: optuna.trial.Trial, frozen: FrozenTrial, run_id: str, job_id: str
+    ) -> None:
         """Take over a trial whose job is still running (after its tuner died)."""
-        sa = self.study._storage.set_trial_user_attr
-        sa(trial._trial_id, attrs.OWNER, self.owner.as_attr())
-        sa(trial._trial_id, attrs.HEARTBEAT, time.time())
-        ft = self.study._storage.get_trial(trial._trial_id)
-        reported = dict(ft.intermediate_values)
+        self._own(trial)
+        reported = dict(frozen.intermediate_values)
+        label = str(frozen.user_attrs.get(attrs.CONFIG, ""))
         last = max(reported, default=-1)
         self.active[trial.number] = Active(trial, run_id, job_id, label, last, reported)
         self.progress.event(f"trial {trial.number} re-attached to running job {job_id}")
@@ -184,7 +189,7 @@ class Tuner:
         """Report new intermediate values; True when something new was reported."""
         new = False
         metric = self.spec.tune.intermediate.metric
-        for step, value in readback.intermediate_values(self.jobs.client, a.run_id, metric):
+        for step, value in readback.intermediate_values(self.disp.tracking, a.run_id, metric):
             if step > a.last_step:
                 a.trial.report(value, step)
                 a.reported[step] = value
@@ -197,59 +202,66 @@ class Tuner:
             try:
                 self._poll_one(number, a)
             except Exception as err:  # a transient store/cluster error: try again next cycle
+                log.warning("trial %s: poll error", number, exc_info=True)
                 self.progress.event(f"trial {number}: poll error ({type(err).__name__}: {err})")
 
     def _poll_one(self, number: int, a: Active) -> None:
-        status = self.jobs.status(a.job_id)
-        if status == jobs.UNREACHABLE:  # the cluster may come back: fail only when stale
+        try:
+            status = self.disp.status(a.job_id)
+            a.unreachable_since = None
+        except Exception:  # the cluster may come back: fail only when stale
             a.unreachable_since = a.unreachable_since or time.time()
             if time.time() - a.unreachable_since < self.spec.tune.stale_after_s:
                 return
-        else:
-            a.unreachable_since = None
+            status = "UNREACHABLE"
         new = self._report(a)
-        if status in jobs.ACTIVE:
+        if status in ACTIVE:
             if new and a.trial.should_prune():
-                self.jobs.stop(a.job_id)
+                self.stop(a.job_id)
                 self.study.tell(number, state=TrialState.PRUNED, skip_if_finished=True)
-                self.jobs.end_run(a.run_id, a.job_id, "PRUNED", f"pruned at step {a.last_step}")
+                end_trial(self.disp, a.run_id, a.job_id, "PRUNED", f"pruned at step {a.last_step}")
                 del self.active[number]
                 self.progress.event(f"trial {number} pruned at step {a.last_step}")
             return
-        if status == jobs.SUCCEEDED:
-            self.finish_succeeded(number, a.run_id, a.job_id)
+        if status == "SUCCEEDED":
+            self.finish_succeeded(a.trial, a.run_id, a.job_id)
         else:
-            tail = self.jobs.logs_tail(a.job_id, 3).replace("\n", " | ")
-            self._fail_number(number, f"job {a.job_id} {status}: {tail}", a.run_id, a.job_id)
+            tail = self.disp.logs_tail(a.job_id, 3).replace("\n", " | ")
+            why = f"job {a.job_id} {status or 'MISSING'}: {tail}"
+            self.fail(a.trial, why, a.run_id, a.job_id)
         del self.active[number]  # only once settled: an error above is retried next cycle
 
-    def finish_succeeded(self, number: int, run_id: str, job_id: str) -> None:
-        """The job exited 0: tell COMPLETE with the objective read back, or FAIL without one."""
+    def finish_succeeded(self, trial: optuna.trial.Trial, run_id: str, job_id: str) -> bool:
+        """The job exited 0: tell COMPLETE with the objective read back (True), or FAIL."""
         value = readback.objective_value(
-            self.jobs.client, run_id, metric=self.spec.tune.objective.metric, k=self.k
+            self.disp.tracking, run_id, metric=self.spec.tune.objective.metric, k=self.k
         )
         if value is None:
             what = self.spec.tune.objective.metric or f"eval avg@{self.k}"
-            self._fail_number(number, f"the job succeeded but logged no {what}", run_id, job_id)
-            return
-        self.study.tell(number, value, skip_if_finished=True)
-        self.jobs.end_run(run_id, job_id, "COMPLETE")
-        self.progress.event(f"trial {number} complete: {value:.4f}")
+            self.fail(trial, f"the job succeeded but logged no {what}", run_id, job_id)
+            return False
+        self.study.tell(trial.number, value, skip_if_finished=True)
+        end_trial(self.disp, run_id, job_id, "COMPLETE")
+        self.progress.event(f"trial {trial.number} complete: {value:.4f}")
+        return True
 
-    def _fail_number(
-        self, number: int, why: str, run_id: str | None = None, job_id: str = ""
+    def fail(
+        self, trial: optuna.trial.Trial, why: str, run_id: str | None = None, job_id: str = ""
     ) -> None:
+        """Tell FAIL (user attr ``gppo.failure`` = ``why``) and end the trial's run FAILED."""
         why = " ".join(why.split())[:500]
-        trial_id = self.study._storage.get_trial_id_from_study_id_trial_number(
-            self.study._study_id, number
-        )
-        self.study._storage.set_trial_user_attr(trial_id, attrs.FAILURE, why)
-        self.study.tell(number, state=TrialState.FAIL, skip_if_finished=True)
+        trial.set_user_attr(attrs.FAILURE, why)
+        self.study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
         if run_id:
-            self.jobs.end_run(run_id, job_id, "FAIL", why)
+            end_trial(self.disp, run_id, job_id, "FAIL", why)
         self.failures += 1
-        self._last_failure = why
-        self.progress.event(f"trial {number} failed: {why}")
+        self.last_failure = why
+        self.progress.event(f"trial {trial.number} failed: {why}")
+
+    def stop(self, job_id: str) -> None:
+        """Stop a trial's job (best effort: an unreachable cluster stops nothing)."""
+        with contextlib.suppress(Exception):
+            self.disp.stop(job_id, wait_s=5.0)
 
     def _heartbeat(self) -> None:
         now = time.time()
@@ -257,16 +269,14 @@ class Tuner:
             return
         self._last_beat = now
         for a in self.active.values():
-            self.study._storage.set_trial_user_attr(a.trial._trial_id, attrs.HEARTBEAT, now)
+            a.trial.set_user_attr(attrs.HEARTBEAT, now)
 
     def _abandon(self, why: str) -> None:
         """Stop this tuner's jobs and fail their trials (Ctrl-C, SIGTERM, an error)."""
-        for number, a in list(self.active.items()):
-            try:
-                self.jobs.stop(a.job_id)
-                self._fail_number(number, why, a.run_id, a.job_id)
-            except Exception:
-                pass
+        for a in list(self.active.values()):
+            with contextlib.suppress(Exception):
+                self.stop(a.job_id)
+                self.fail(a.trial, why, a.run_id, a.job_id)
         self.active.clear()
 
 

@@ -18,7 +18,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from gppo.sweep.tuning.spec import ALPHA_FAMILY, Range, Space, TuneSpec
+from gppo.sweep.tuning.spec import ALPHA_FAMILY, RadiusRange, Range, Space, TuneSpec
 
 
 @dataclass(frozen=True)
@@ -166,32 +166,25 @@ def best_grid(spec: TuneSpec, cfg: TrialConfig) -> dict[str, Any]:
     return _grid_mapping(spec, cfg, seeds=spec.base.get("seeds", 1), name=f"{spec.study_name}-best")
 
 
+def _end(r: Range | RadiusRange | list[Any], end: str) -> Any:
+    """The ``low`` or ``high`` end of a range (first or last of a list of choices)."""
+    if isinstance(r, list):
+        return r[0] if end == "low" else r[-1]
+    value = getattr(r, end)
+    return int(value) if getattr(r, "int", False) else value
+
+
 def corner_configs(space: Space) -> list[TrialConfig]:
     """Every categorical combination at both ends of the numeric ranges (for up-front checks)."""
     out = []
+    ranges: dict[str, Any] = {"alpha": space.alpha, "lr": space.lr, **space.settings}
     for end in ("low", "high"):
+        params = {name: _end(r, end) for name, r in ranges.items() if r is not None}
         for family in space.divergences:
+            if space.radius is not None:  # under each name suggest() may ask for it
+                radius = _end(space.radius, end)
+                params.update({"r_min": radius, "delta": radius, f"delta_{family}": radius})
             for est in space.estimators:
-                divergence = family
-                if family == ALPHA_FAMILY and space.alpha is not None:
-                    divergence = alpha_name(getattr(space.alpha, end))
-                r = space.radius
-                lr = space.lr
-                settings = {
-                    k: (v[0] if end == "low" else v[-1])
-                    if isinstance(v, list)
-                    else (int(getattr(v, end)) if v.int else getattr(v, end))
-                    for k, v in space.settings.items()
-                }
-                out.append(
-                    TrialConfig(
-                        divergence,
-                        est,
-                        r.param if r else None,
-                        getattr(r, end) if r else None,
-                        lr.key if lr else None,
-                        (int(getattr(lr, end)) if lr.int else getattr(lr, end)) if lr else None,
-                        settings,
-                    )
-                )
+                fixed = {**params, "divergence": family, "estimator": est}
+                out.append(config_from_params(fixed, space))
     return out

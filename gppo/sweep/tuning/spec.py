@@ -46,9 +46,10 @@ from pydantic import (
     model_validator,
 )
 
-from gppo.errors import TuneSpecError
+from gppo.errors import SpecError, TuneSpecError
 from gppo.grid import registries
 from gppo.grid.errors import from_validation_error
+from gppo.grid.load import load_spec
 
 #: Grid-spec keys a tuning spec may not set: the design space lives in ``tune.space``.
 FORBIDDEN_BASE_KEYS = ("grid", "baselines", "baseline_params")
@@ -95,7 +96,8 @@ class AlphaRange(Range):
 
 
 class RadiusRange(_Strict):
-    """The trust-region radius: ``r_min`` (calibrated per divergence, MATH.md) or ``delta`` directly."""
+    """The trust-region radius: ``r_min`` (δ calibrated from it per divergence by
+    :func:`gppo.objectives.calibrate_delta`) or ``delta`` directly."""
 
     param: Literal["r_min", "delta"] = "r_min"
     low: float
@@ -277,15 +279,13 @@ class _Filtered:
         return self._errors
 
 
-_TAGS = {"median", "hyperband", "none", "Range", "LrRange", "AlphaRange", "list[any]"}
+_TAGS = {"median", "hyperband", "none", "Range", "LrRange", "AlphaRange"}
 
 
 def parse_tune_spec(raw: Any, file: str = "<spec>") -> TuneSpec:
     """Validate a loaded YAML mapping (the grid base is checked later by :func:`check_spec`)."""
     if not isinstance(raw, dict):
-        raise TuneSpecError(
-            file, "", f"expected a mapping at the top level, got {type(raw).__name__}"
-        )
+        raise TuneSpecError(file, "", f"the spec must be a YAML mapping (got {type(raw).__name__})")
     for key in FORBIDDEN_BASE_KEYS:
         if key in raw:
             raise TuneSpecError(file, key, "not allowed in a tuning spec; set tune.space instead")
@@ -304,19 +304,27 @@ def parse_tune_spec(raw: Any, file: str = "<spec>") -> TuneSpec:
 
 
 def load_tune_spec(path: str | Path) -> TuneSpec:
-    """Read and validate a tuning spec file (structure only; see :func:`check_spec`)."""
-    file = str(path)
+    """Read and validate a tuning spec file (structure only; see :func:`check_spec`).
+
+    A file that cannot be read, is not YAML or is empty gets the grid loader's own one-line
+    error (:func:`gppo.grid.load.load_spec` raises it), as a :class:`TuneSpecError`."""
     try:
-        text = Path(path).read_text()
-    except OSError as err:
-        raise TuneSpecError(file, "", f"cannot read: {err.strerror or err}") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise TuneSpecError(file, where, f"invalid YAML: {problem}") from None
-    if raw is None:  # nothing but blank lines or comments
-        raise TuneSpecError(file, "", "the file is empty")
-    return parse_tune_spec(raw, file)
+        raw = yaml.safe_load(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        raw = None
+    if raw is None:
+        try:
+            load_spec(path)
+        except SpecError as err:
+            raise TuneSpecError(err.file, err.path, err.message) from None
+        raise TuneSpecError(str(path), "", "the file changed while it was read")
+    return parse_tune_spec(raw, str(path))
+
+
+def with_overrides(spec: TuneSpec, *, address: str | None = None, **tune: Any) -> TuneSpec:
+    """``spec`` with ``tune.<key>`` values (those not None) and ``ray.address`` replaced."""
+    base = spec.base
+    if address is not None:
+        base = {**base, "ray": {**(base.get("ray") or {}), "address": address}}
+    updates = {k: v for k, v in tune.items() if v is not None}
+    return spec.model_copy(update={"tune": spec.tune.model_copy(update=updates), "base": base})

@@ -10,13 +10,8 @@ from pathlib import Path
 
 import optuna
 
-from gppo.store.tracking import resolve_tracking_uri, state_root
-from gppo.sweep.tuning.spec import (
-    HyperbandPrunerSpec,
-    MedianPrunerSpec,
-    NoPrunerSpec,
-    TuneSpec,
-)
+from gppo.store.uri import resolve_tracking_uri, state_root
+from gppo.sweep.tuning.spec import TuneSpec
 
 #: File name of the default Optuna store, next to the MLflow store.
 DEFAULT_DB = "optuna.db"
@@ -49,22 +44,17 @@ def make_storage(url: str) -> optuna.storages.RDBStorage:
     return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
 
 
+#: Optuna's pruner of each ``tune.pruner.kind``; the spec's other fields are its arguments
+PRUNERS = {
+    "median": optuna.pruners.MedianPruner,
+    "hyperband": optuna.pruners.HyperbandPruner,
+    "none": optuna.pruners.NopPruner,
+}
+
+
 def make_pruner(spec: TuneSpec) -> optuna.pruners.BasePruner:
     p = spec.tune.pruner
-    if isinstance(p, MedianPrunerSpec):
-        return optuna.pruners.MedianPruner(
-            n_startup_trials=p.n_startup_trials,
-            n_warmup_steps=p.n_warmup_steps,
-            interval_steps=p.interval_steps,
-        )
-    if isinstance(p, HyperbandPrunerSpec):
-        return optuna.pruners.HyperbandPruner(
-            min_resource=p.min_resource,
-            max_resource=p.max_resource,
-            reduction_factor=p.reduction_factor,
-        )
-    assert isinstance(p, NoPrunerSpec)
-    return optuna.pruners.NopPruner()
+    return PRUNERS[p.kind](**p.model_dump(exclude={"kind"}))
 
 
 def make_sampler(spec: TuneSpec) -> optuna.samplers.BaseSampler:
@@ -77,16 +67,39 @@ def make_sampler(spec: TuneSpec) -> optuna.samplers.BaseSampler:
     )
 
 
-def open_study(spec: TuneSpec) -> optuna.Study:
+def open_study(spec: TuneSpec, storage: optuna.storages.BaseStorage | None = None) -> optuna.Study:
     """Create the study, or load it when it exists (the same command resumes)."""
     optuna.logging.set_verbosity(
         int(os.environ.get("GPPO_OPTUNA_VERBOSITY", optuna.logging.WARNING))
     )
     return optuna.create_study(
-        storage=make_storage(storage_url(spec)),
+        storage=storage or make_storage(storage_url(spec)),
         study_name=spec.study_name,
         direction="maximize",
         sampler=make_sampler(spec),
         pruner=make_pruner(spec),
         load_if_exists=True,
     )
+
+
+def trial_handle(
+    study: optuna.Study, storage: optuna.storages.BaseStorage, number: int
+) -> optuna.trial.Trial:
+    """An :class:`optuna.trial.Trial` for trial ``number`` of ``study``, whichever process asked
+    for it (a RUNNING trial of a dead tuner, to report to and set attributes on).
+
+    ``storage`` is the study's storage as this process opened it (:func:`make_storage`); the
+    trial's id comes from its documented lookups, never from Optuna's private attributes."""
+    study_id = storage.get_study_id_from_name(study.study_name)
+    trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, number)
+    return optuna.trial.Trial(study, trial_id)
+
+
+def load_study(spec: TuneSpec) -> optuna.Study | None:
+    """The spec's existing study (for a report), or None when it was never run."""
+    try:
+        return optuna.load_study(
+            study_name=spec.study_name, storage=make_storage(storage_url(spec))
+        )
+    except KeyError:
+        return None

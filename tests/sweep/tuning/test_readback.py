@@ -9,34 +9,33 @@ import sys
 import time
 from pathlib import Path
 
-from mlflow.tracking import MlflowClient
-
 from gppo import metrics as M
-from gppo.store.tracking import log_metrics
+from gppo.store.tracking import Tracking, log_metrics
 from gppo.sweep.tuning.attrs import HEARTBEAT, OWNER, Owner, owner_alive
 from gppo.sweep.tuning.readback import intermediate_values, objective_value
 
 
 def test_objective_and_intermediate_values(tmp_path: Path) -> None:
-    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    tracking = Tracking(f"sqlite:///{tmp_path}/mlflow.db")
+    client = tracking.client
     exp = client.create_experiment("x")
     run = client.create_run(exp).info.run_id
-    assert objective_value(client, run, metric=None, k=8) is None
+    assert objective_value(tracking, run, metric=None, k=8) is None
     for step in (1, 2, 3):
         log_metrics(client, run, {M.TRAIN_SCORE: step / 10}, step=step)
     log_metrics(
         client, run, {M.TRAIN_SCORE: 0.25}, step=2, timestamp_ms=int(time.time() * 1000) + 5
     )
-    assert intermediate_values(client, run, M.TRAIN_SCORE) == [(1, 0.1), (2, 0.25), (3, 0.3)]
+    assert intermediate_values(tracking, run, M.TRAIN_SCORE) == [(1, 0.1), (2, 0.25), (3, 0.3)]
     # per-benchmark only: the mean over benchmarks at the last step where all were evaluated
     log_metrics(client, run, {M.eval_metric("a", 8): 0.2, M.eval_metric("b", 8): 0.4}, step=0)
     log_metrics(client, run, {M.eval_metric("a", 8): 0.6, M.eval_metric("b", 8): 0.8}, step=3)
     log_metrics(client, run, {M.eval_metric("a", 4): 0.0}, step=3)  # another k: ignored
-    assert abs(objective_value(client, run, metric=None, k=8) - 0.7) < 1e-9
+    assert abs(objective_value(tracking, run, metric=None, k=8) - 0.7) < 1e-9
     log_metrics(client, run, {M.eval_domain_metric(8): 0.65}, step=3)  # the backend's own mean
-    assert objective_value(client, run, metric=None, k=8) == 0.65
-    assert objective_value(client, run, metric=M.TRAIN_SCORE, k=8) == 0.3
-    assert objective_value(client, run, metric="train/nothing", k=8) is None
+    assert objective_value(tracking, run, metric=None, k=8) == 0.65
+    assert objective_value(tracking, run, metric=M.TRAIN_SCORE, k=8) == 0.3
+    assert objective_value(tracking, run, metric="train/nothing", k=8) is None
 
 
 def test_owner_alive() -> None:

@@ -35,7 +35,8 @@ def _broken(tmp_path: Path) -> list[tuple[str, object, str]]:
         ("base error", merge(ok, {"tuneprobe": {"steps": "many"}}), "tuneprobe.steps:"),
         ("lr key unknown", merge(ok, {"tune": {"space": {"lr": {"key": "learning_rate"}}}}), "tune.space.lr: unknown key 'learning_rate'"),
         ("bad study name", merge(ok, {"tune": {"study": "a b"}}), "tune.study:"),
-        ("not yaml", "name: [unclosed\n", "invalid YAML"),
+        ("not yaml", "name: [unclosed\n", "invalid YAML at line 2, column 1"),
+        ("comments only", "# nothing\n", ": the file is empty (comments only)"),
     ]  # fmt: skip
 
 
@@ -48,6 +49,8 @@ def test_malformed_specs_one_line(tmp_path: Path) -> None:
         assert "\n" not in line, case
         assert line.startswith(f"{path}: "), (case, line)
         assert expected in line, (case, line)
+    with pytest.raises(TuneSpecError, match=r"missing\.yaml: file not found$"):
+        load_tune_spec(tmp_path / "missing.yaml")  # the grid loader's wording, one line
 
 
 def test_cli_malformed_spec_exits_2_and_starts_nothing(tmp_path: Path) -> None:

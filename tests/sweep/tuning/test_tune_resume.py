@@ -19,6 +19,8 @@ from gppo import metrics as M
 from gppo.store.tracking import Tracking
 from gppo.sweep.tuning import attrs as A
 from gppo.sweep.tuning import load_tune_spec, open_study, run_tuning
+from gppo.sweep.tuning.cells import trial_cell
+from gppo.sweep.tuning.space import corner_configs
 
 from .conftest import TESTS_DIR, spec_dict, write
 
@@ -71,8 +73,9 @@ def test_kill9_then_resume_to_completion(tmp_path: Path, ray_cluster) -> None:
         assert proc.wait(timeout=90) != 0
     study = open_study(spec)
     jobs = ray_cluster.client()
+    by_number = {t.number: t for t in study.trials}
     for t in interrupted:
-        after = study._storage.get_trial(t._trial_id)
+        after = by_number[t.number]
         assert after.state == TrialState.FAIL and "interrupted" in after.user_attrs[A.FAILURE]
         assert jobs.get_job_status(t.user_attrs[A.JOB_ID]).value in ("STOPPED", "FAILED")
 
@@ -87,13 +90,23 @@ def test_kill9_then_resume_to_completion(tmp_path: Path, ray_cluster) -> None:
     study = open_study(spec)
     # a trial of the dead tuner whose job never reached the cluster
     ghost = study.ask()
-    study._storage.set_trial_user_attr(
-        ghost._trial_id, A.OWNER, {"host": socket.gethostname(), "pid": proc.pid, "token": "x"}
-    )
-    study._storage.set_trial_user_attr(ghost._trial_id, A.JOB_ID, "gppo-no-such-job")
+    ghost.set_user_attr(A.OWNER, {"host": socket.gethostname(), "pid": proc.pid, "token": "x"})
+    ghost.set_user_attr(A.JOB_ID, "gppo-no-such-job")
+    # one that died after creating its run, before submitting the job or recording the run
+    unrecorded = study.ask()
+    unrecorded.set_user_attr(A.OWNER, ghost.user_attrs[A.OWNER])
+    tracking = Tracking(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = tracking.experiment_id("tp", create=False)
+    cell, _ = trial_cell(spec, corner_configs(spec.tune.space)[0], unrecorded.number)
+    tags = {M.TAG_TRIAL_NUMBER: str(unrecorded.number), M.TAG_STUDY_NAME: "tp"}
+    unrecorded_run = tracking.create_cell_run(
+        exp, tracking.sweep_run(exp, "tp-tune"), "tp-tune", cell, attempt=unrecorded.number,
+        submission_id="gppo-never-submitted", role=M.ROLE_TRIAL, extra_tags=tags,
+    )  # fmt: skip
     assert {t.number for t in study.get_trials(states=(TrialState.RUNNING,))} >= {
         *left,
         ghost.number,
+        unrecorded.number,
     }
 
     study = run_tuning(spec)  # the same call resumes
@@ -106,19 +119,19 @@ def test_kill9_then_resume_to_completion(tmp_path: Path, ray_cluster) -> None:
     }
     assert trials[ghost.number].state == TrialState.FAIL
     assert "tuner died" in trials[ghost.number].user_attrs[A.FAILURE]
+    found = trials[unrecorded.number]  # its run found by its tags, recorded, ended
+    assert found.state == TrialState.FAIL and found.user_attrs[A.RUN_ID] == unrecorded_run
     for number, (run_id, job_id) in left.items():  # re-attached, not rerun
         t = trials[number]
         assert t.state == TrialState.COMPLETE, t.user_attrs
         assert (t.user_attrs[A.RUN_ID], t.user_attrs[A.JOB_ID]) == (run_id, job_id)
         assert t.value is not None and sorted(t.intermediate_values) == list(range(1, 6))
-    tracking = Tracking(f"sqlite:///{tmp_path}/mlflow.db")
-    exp = tracking.experiment_id("tp", create=False)
     runs = tracking.search(exp, f"tags.`{M.TAG_ROLE}` = '{M.ROLE_TRIAL}'")
     by_number = {int(r.data.tags[M.TAG_TRIAL_NUMBER]): r for r in runs}
     assert len(by_number) == len(runs)  # one run per trial (the ghost never had one)
     assert all(r.info.status != "RUNNING" for r in runs)
-    for t in interrupted:
-        assert by_number[t.number].info.status == "FAILED"
+    for number in (*(t.number for t in interrupted), unrecorded.number):
+        assert by_number[number].info.status == "FAILED"
     for number, t in trials.items():
         if t.state == TrialState.COMPLETE:
             assert by_number[number].info.status == "FINISHED"
