@@ -7,18 +7,12 @@ no study; 2 malformed spec (one line ``FILE: field.path: message`` on stderr, no
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-EXIT_FAILED, EXIT_SPEC, EXIT_INTERRUPTED = 1, 2, 130
-
-
-def _err(line: str, code: int) -> typer.Exit:
-    sys.stderr.write(line.rstrip("\n") + "\n")
-    return typer.Exit(code)
+from gppo.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, fail
 
 
 def tune(
@@ -52,7 +46,7 @@ def tune(
     """
     from rich.console import Console
 
-    from gppo.errors import SpecError, StoreNotShared, TuneError
+    from gppo.errors import StoreNotShared, TuneError
     from gppo.sweep.tuning import load_tune_spec, report_dir, run_tuning, write_report
     from gppo.sweep.tuning.cells import check_spec
     from gppo.sweep.tuning.percell import cell_specs
@@ -61,17 +55,14 @@ def tune(
     from gppo.sweep.tuning.spec import with_overrides
     from gppo.sweep.tuning.study import load_study, storage_url
 
-    try:
-        ts = with_overrides(
-            load_tune_spec(spec),
-            address=address,
-            n_trials=n_trials,
-            n_parallel=n_parallel,
-            storage=storage,
-        )
-        check_spec(ts)
-    except SpecError as exc:
-        raise _err(exc.line, EXIT_SPEC) from None
+    ts = with_overrides(  # a malformed spec (TuneSpecError) ends as one line, exit 2
+        load_tune_spec(spec),
+        address=address,
+        n_trials=n_trials,
+        n_parallel=n_parallel,
+        storage=storage,
+    )
+    check_spec(ts)
     console = Console()
     folder = out or report_dir(ts)
     specs = cell_specs(ts)
@@ -80,7 +71,7 @@ def tune(
         if report:
             study = load_study(sub)
             if study is None:
-                raise _err(
+                raise fail(
                     f"no study {sub.study_name!r} in {storage_url(sub)}; "
                     f"run `gppo-sweep tune {spec}` first",
                     EXIT_FAILED,
@@ -92,13 +83,13 @@ def tune(
             try:
                 study = run_tuning(sub, progress=Progress(console))
             except KeyboardInterrupt:
-                raise _err(
+                raise fail(
                     "interrupted: running trials were stopped and marked FAIL", EXIT_INTERRUPTED
                 ) from None
             except TuneError as exc:
-                raise _err(f"tune failed: {exc}", EXIT_FAILED) from None
+                raise fail(f"tune failed: {exc}", EXIT_FAILED) from None
             except StoreNotShared as exc:  # before anything was written or submitted
-                raise _err(f"{spec}: {exc}", EXIT_SPEC) from None
+                raise fail(f"{spec}: {exc}", exc.exit_code) from None
         write_report(sub, study, folder if len(specs) == 1 else folder / sub.study_name, console)
         studies.append((sub, study))
     if len(specs) > 1:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from gppo import metrics as M
 from gppo.cell import Cell
-from gppo.store.uri import DEFAULT_URI, resolve_tracking_uri, state_root  # noqa: F401 (re-exported)
+from gppo.store.uri import resolve_tracking_uri
 
 T = TypeVar("T")
 PARAM_VALUE_MAX = 6000

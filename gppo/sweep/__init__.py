@@ -32,7 +32,11 @@ Launch (:mod:`gppo.sweep.launch`)
     module docstring), gate concurrency, retry with exponential backoff, Ctrl-C/SIGTERM stops
     jobs (or leaves them with ``detach``), then its ``after_sweep`` hook (the CLI passes
     :func:`gppo.analysis.report.after_sweep`).
-    :func:`gppo.sweep.session.open_sweep` bundles store + experiment + parent run + cluster.
+    :func:`gppo.sweep.session.open_session` bundles store + experiment + parent run + cluster
+    (the tuner opens its study's session with it); ``open_sweep`` adds the plan.
+
+Owner (:mod:`gppo.sweep.owner`): who drives a sweep or a study (host, pid, start time), read by
+the lock (:mod:`gppo.sweep.lock`) and the tuner's crash recovery.
 
 Control (:mod:`gppo.sweep.control`): ``sweep_status``, ``cell_logs``, ``cancel``.
 

@@ -24,6 +24,8 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gppo.sweep.owner import pid_alive
+
 CLUSTER_FILE = "cluster.json"
 #: the stopped local head's temp dir and address, where ``logs`` still finds the job logs
 LAST_CLUSTER_FILE = "last_cluster.json"
@@ -58,23 +60,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie child of ours counts as dead
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().split(") ", 1)[1][0] != "Z"
-    except OSError:
-        return True
-
-
 def _reachable(address: str, timeout: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(f"{address}/api/version", timeout=timeout) as r:
@@ -91,7 +76,7 @@ def read_cluster(state_dir: Path) -> Cluster | None:
     except (OSError, ValueError):
         return None
     cluster = Cluster(**data)
-    return cluster if _alive(cluster.pid) else None
+    return cluster if pid_alive(cluster.pid) else None
 
 
 def start_local_head(
@@ -152,11 +137,11 @@ def _terminate(pid: int, timeout: float = 30.0) -> None:
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout
-    while _alive(pid) and time.monotonic() < deadline:
+    while pid_alive(pid) and time.monotonic() < deadline:
         with contextlib.suppress(ChildProcessError):  # reap it if it is our child
             os.waitpid(pid, os.WNOHANG)
         time.sleep(0.1)
-    if _alive(pid):
+    if pid_alive(pid):
         with contextlib.suppress(ProcessLookupError):
             os.killpg(pid, signal.SIGKILL)
 

@@ -27,7 +27,6 @@ from gppo.backends.base import get_backend
 from gppo.cell import Cell
 from gppo.grid.plan import Plan
 from gppo.store.tracking import attempt_of, is_finished, latest_metric
-from gppo.sweep.cluster import _alive
 from gppo.sweep.dispatcher import (
     ACTIVE,
     FAILED,
@@ -39,6 +38,7 @@ from gppo.sweep.dispatcher import (
 )
 from gppo.sweep.guard import check_store_reachable
 from gppo.sweep.lock import LaunchBusy, sweep_lock
+from gppo.sweep.owner import pid_alive
 from gppo.sweep.session import Session, SweepContext, open_sweep
 from gppo.sweep.signals import signals_set
 
@@ -243,7 +243,7 @@ class Launcher:
             status = disp.status(att.submission_id)
         except Exception:  # cluster unreachable: gone for good if our local head died
             cluster = ctx.cluster
-            if cluster is None or not cluster.local or _alive(cluster.pid):
+            if cluster is None or not cluster.local or pid_alive(cluster.pid):
                 return False
             status = "STOPPED"
         if status in ACTIVE:

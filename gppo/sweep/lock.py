@@ -37,8 +37,8 @@ from typing import Any
 
 from gppo.errors import LaunchBusy
 from gppo.grid.plan import Plan
-from gppo.store.tracking import Tracking, resolve_tracking_uri, retry_locked
-from gppo.sweep.guard import is_local_store
+from gppo.store.tracking import Tracking, retry_locked
+from gppo.store.uri import is_local_store, resolve_tracking_uri
 from gppo.sweep.owner import Owner, alive
 
 log = logging.getLogger(__name__)

@@ -15,7 +15,23 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from gppo.sweep.cluster import _alive
+
+def pid_alive(pid: int | None) -> bool:
+    """True while process ``pid`` runs on this host (a zombie child counts as dead)."""
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # a zombie child of ours counts as dead
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().split(") ", 1)[1][0] != "Z"
+    except OSError:
+        return True
 
 
 def process_started(pid: int) -> float | None:
@@ -53,7 +69,7 @@ def alive(record: Any, *, me: Owner, beat: float | None, stale_s: float) -> bool
     with no record at all): its last heartbeat ``beat`` is younger than ``stale_s``."""
     if isinstance(record, dict) and record.get("host") == me.host and record.get("pid"):
         pid = int(record["pid"])
-        if not _alive(pid):
+        if not pid_alive(pid):
             return False
         started, recorded = process_started(pid), record.get("started")
         return started is not None and (recorded is None or abs(started - float(recorded)) < 1.0)

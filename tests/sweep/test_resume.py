@@ -13,9 +13,9 @@ from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
 from gppo.grid import load_plan
-from gppo.sweep.cluster import _alive
 from gppo.sweep.control import cell_logs, sweep_status
 from gppo.sweep.launch import Launcher
+from gppo.sweep.owner import pid_alive
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
 
@@ -157,7 +157,7 @@ def test_local_head_outlives_a_detached_launcher_until_cancel(tmp_path):
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
         assert proc.returncode == 130
-        assert _alive(info["pid"])  # the head outlived the launcher
+        assert pid_alive(info["pid"])  # the head outlived the launcher
         (row,) = sweep_status(plan)
         assert row.state == "running" and row.job_status == "RUNNING"
         text = "".join(cell_logs(plan, "kl-mc-s0"))
@@ -167,7 +167,7 @@ def test_local_head_outlives_a_detached_launcher_until_cancel(tmp_path):
             capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert out.returncode == 0 and "stopped 1 cell(s): kl-mc-s0" in out.stdout
-        wait_for(lambda: not _alive(info["pid"]), 30, "the head to stop")
+        wait_for(lambda: not pid_alive(info["pid"]), 30, "the head to stop")
         assert not (state / "cluster.json").exists()
         runs = all_runs(tmp_path, "localhead")
         assert {r.info.status for r in runs} == {"KILLED"}

@@ -6,7 +6,8 @@ import pytest
 from filelock import FileLock
 
 from gppo.grid import load_plan
-from gppo.store.tracking import cell_params, resolve_tracking_uri, state_root
+from gppo.store.tracking import cell_params
+from gppo.store.uri import resolve_tracking_uri, state_root
 from gppo.sweep.dispatcher import submission_id
 from gppo.sweep.launch import LaunchBusy, Launcher, backoff
 from gppo.sweep.session import sweep_state_dir

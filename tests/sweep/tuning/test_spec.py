@@ -8,7 +8,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from gppo.cli.tune import tune
+from gppo.cli import app
 from gppo.sweep.tuning import TuneSpecError, load_tune_spec
 from gppo.sweep.tuning.cells import check_spec
 
@@ -57,7 +57,7 @@ def test_cli_malformed_spec_exits_2_and_starts_nothing(tmp_path: Path) -> None:
     cases = _broken(tmp_path)
     for case, data, expected in cases[:4] + cases[-4:]:
         path = write(tmp_path, data)
-        result = CliRunner().invoke(_app(), [str(path)])
+        result = CliRunner().invoke(app, ["tune", str(path)])
         assert result.exit_code == 2, (case, result.output)
         lines = result.stderr.strip().splitlines()
         assert len(lines) == 1 and expected in lines[0], (case, result.stderr)
@@ -73,11 +73,3 @@ def test_valid_spec_and_quickstart_config(tmp_path: Path) -> None:
     q = load_tune_spec(quick)
     assert q.tune.space.alpha is not None and q.tune.space.radius.param == "r_min"
     assert yaml.safe_load(quick.read_text())["backend"] == "local"
-
-
-def _app():
-    import typer
-
-    app = typer.Typer()
-    app.command()(tune)
-    return app

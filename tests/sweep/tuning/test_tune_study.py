@@ -14,7 +14,7 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 from gppo import metrics as M
-from gppo.cli.tune import tune
+from gppo.cli import app
 from gppo.grid import load_plan
 from gppo.store.tracking import Tracking
 from gppo.sweep.tuning import load_tune_spec, open_study, run_tuning, storage_url
@@ -82,7 +82,7 @@ def test_small_study_parallel_pruned_report(tmp_path: Path, ray_cluster) -> None
     assert any(max(t.intermediate_values) < 6 for t in pruned)  # stopped before the budget
 
     out = tmp_path / "report"
-    result = CliRunner().invoke(_app(), [str(spec_path), "--report", "--out", str(out)])
+    result = CliRunner().invoke(app, ["tune", str(spec_path), "--report", "--out", str(out)])
     assert result.exit_code == 0, result.output
     assert "best trials of study tp" in result.output
     for base in ("optimization_history", "param_importances"):
@@ -130,7 +130,9 @@ def test_per_cell_cli_named_metric_default_trial_and_failures(tmp_path: Path, ra
     )
     open_study(atomic).enqueue_trial({"r_min": 0.8, "lr": 5.5e-4})  # its job fails
     out = tmp_path / "out"
-    result = CliRunner().invoke(_app(), [str(path), "--out", str(out)])  # run, then the reports
+    result = CliRunner().invoke(
+        app, ["tune", str(path), "--out", str(out)]
+    )  # run, then the reports
     assert result.exit_code == 0, result.output
     assert "trial 0 failed" in result.output and "1 failed, best " in result.output
     assert "per-cell tuning" in result.output
@@ -159,11 +161,3 @@ def test_per_cell_cli_named_metric_default_trial_and_failures(tmp_path: Path, ra
     failed = runs[("tp.tv-atomic", 0)]
     assert failed.info.status == "FAILED" and M.TAG_FAILURE in failed.data.tags
     assert runs[("tp.tv-mc", 0)].data.tags[M.TAG_CELL_ID] == "tv-mc-s3"
-
-
-def _app():
-    import typer
-
-    app = typer.Typer()
-    app.command()(tune)
-    return app
