@@ -331,17 +331,13 @@ class Launcher:
         result.detached = self.detach
 
     def _close(self, ctx: SweepContext, result: LaunchResult) -> None:
-        from gppo.sweep.cluster import stop_local_head
-
         if self.lost:  # the sweep belongs to another launcher now: end nothing of it
             self.on_update(result)
             return
         still_running = any(c.state == RUNNING for c in result.cells.values())
         if not still_running:
             status = "FINISHED" if result.ok else ("KILLED" if result.interrupted else "FAILED")
-            ctx.tracking.terminate(ctx.parent_run_id, status)
-            if ctx.cluster is not None and ctx.cluster.local:
-                stop_local_head(ctx.state_dir)
+            ctx.close(status)  # the parent run, then the local head this sweep started
         self.on_update(result)
         if result.ok and self.after_sweep is not None:
             run_after_sweep_hook(ctx, result, self.after_sweep)
