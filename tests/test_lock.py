@@ -13,6 +13,7 @@ import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -141,3 +142,10 @@ def test_agreement_check_catches_a_requirement_added_without_relocking(tmp_path)
         f"pyproject.toml dependencies: psutil>=999 but the lock pins psutil=="
         f"{locked_versions('3.11')['psutil']}"
     ]
+
+
+@pytest.mark.parametrize("python", PYTHONS)
+def test_lock_pins_a_tensordict_that_verls_training_step_accepts(python):
+    """verl 0.9.1 allows tensordict 0.8.x, but its training step asserts >= 0.10
+    (verl/protocol.py:1105, DataProto.to_tensordict); a lock with 0.8.3 fails every verl cell."""
+    assert Version(locked_versions(python)["tensordict"]) >= Version("0.10")
