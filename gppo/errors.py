@@ -15,6 +15,9 @@ allowed. The CLI maps an error to its exit code in one place (:func:`exit_code`)
     │   ├── StoreNotShared (ValueError) exit 2  a remote cluster with a store it cannot reach
     │   ├── LaunchBusy    (RuntimeError) exit 1 another launcher holds the sweep
     │   └── SubmissionExists            exit 1  the cluster already has this job
+    ├── ClusterUnreachable (RuntimeError) exit 1 the Ray cluster stopped answering mid-sweep
+    │                                           (``ray.unreachable_timeout_s``); jobs left as
+    │                                           they are, for a relaunch
     ├── TuneError         (RuntimeError) exit 1 a study could not reach its trial count
     └── ReportError       (ValueError)  exit 2  bad report input (a CSV, a sweep id, a store)
 
@@ -100,6 +103,11 @@ class SubmissionExists(LaunchError, RuntimeError):
     """The cluster already has a job with this submission id."""
 
     exit_code = EXIT_FAILED
+
+
+class ClusterUnreachable(GppoError, RuntimeError):
+    """The Ray cluster has not answered for longer than ``ray.unreachable_timeout_s`` (one line);
+    the launcher stopped and left the cells' runs and jobs for a relaunch to settle."""
 
 
 class TuneError(GppoError, RuntimeError):

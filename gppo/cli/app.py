@@ -264,12 +264,18 @@ def ui(
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
     base = f"http://{shown}:{port}" if served else uri.rstrip("/")
     urls = sweep_urls(p, base)
-    typer.echo(f"MLflow UI for sweep {p.sweep_id}: {base}", err=True)
-    typer.echo(f"sweep runs: {urls.get('runs', base + ' (no runs yet: launch the sweep first)')}")
-    if "compare" in urls:
-        typer.echo(f"compare cells: {urls['compare']}")
+
+    def announce() -> None:  # printed once the server answers: every URL printed opens
+        typer.echo(f"MLflow UI for sweep {p.sweep_id}: {base}", err=True)
+        typer.echo(
+            f"sweep runs: {urls.get('runs', base + ' (no runs yet: launch the sweep first)')}"
+        )
+        if "compare" in urls:
+            typer.echo(f"compare cells: {urls['compare']}")
+
     target = urls.get("runs", base)
     if not served:  # a tracking server already: nothing to start
+        announce()
         if open_browser:
             import webbrowser
 
@@ -284,8 +290,9 @@ def ui(
     mlflow = str(Path(sys.executable).with_name("mlflow"))
     argv = [mlflow, "server", "--backend-store-uri", uri, "--host", host, "--port", str(port)]
     argv += ["--workers", "1", "--app-name", "gppo-sweep"]
-    sys.stdout.flush()
-    rc = serve(argv, {**os.environ, ENV_HOME: urls.get("home", "")}, helpers)
+    typer.echo(f"starting the MLflow UI for sweep {p.sweep_id} on {base} ...", err=True)
+    env = {**os.environ, ENV_HOME: urls.get("home", "")}
+    rc = serve(argv, env, helpers, ready_url=f"{base}/health", on_ready=announce)
     raise typer.Exit(rc)
 
 

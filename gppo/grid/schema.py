@@ -25,7 +25,10 @@ Fields and defaults::
                                    uri is on a filesystem every Ray node mounts (else a remote
                                    ray.address with a SQLite/file store is refused)
     ray: {address: null, max_concurrent: 2, resources: {num_cpus: 1, num_gpus: 0, memory_gb: null,
-                                   custom: {}}}   custom: Ray custom resources {name: amount}
+                                   custom: {}}, unreachable_timeout_s: 600}   custom: Ray custom
+                                   resources {name: amount}; unreachable_timeout_s: how long the
+                                   launcher waits on a cluster that does not answer before it
+                                   gives up (exit 1; its jobs are left for a relaunch)
     retries: {max: 2, backoff_s: 1.0, backoff_max_s: 60}   delay before retry n: base·2^(n-1)
     overrides: {}                  keyed by cell id with or without -sN (the -sN entry wins):
                                    {<backend>: {...}, delta: float, params: {...}, resources: {...}}
@@ -173,6 +176,10 @@ class RaySpec(_Strict):
     address: str | None = None
     max_concurrent: int = Field(2, ge=1, le=10_000)
     resources: ResourceSpec = Field(default_factory=ResourceSpec)
+    #: seconds without an answer from the cluster (every job status poll failing) after which the
+    #: launcher gives up with :class:`gppo.errors.ClusterUnreachable`; long enough to ride out a
+    #: head restart or a network blip, the jobs themselves go on (a relaunch re-attaches)
+    unreachable_timeout_s: float = Field(600.0, gt=0)
 
 
 class Retries(_Strict):

@@ -7,6 +7,11 @@ is killed, and a relaunch re-attaches to them. Its address and pid are recorded 
 ``status``, ``logs``, ``cancel`` and a relaunch read that file. The head is stopped (SIGTERM to
 that pid: ``ray start --block`` then tears down every Ray process it started, and nothing else)
 when a launch ends with no cell running, or by ``gppo-sweep cancel SPEC``.
+
+Ray's token auth: the head is started with ``RAY_AUTH_MODE`` set to what ``ray start --head``
+would pick here (on when a token is found: :func:`gppo.sweep.ray_http.head_auth_mode`), and every
+request to a cluster goes through :mod:`gppo.sweep.ray_http`, which sends the token when the
+cluster asks for one.
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gppo.sweep import ray_http
 from gppo.sweep.owner import pid_alive
 
 CLUSTER_FILE = "cluster.json"
@@ -48,24 +53,16 @@ class Cluster:
     temp_dir: str | None = None
 
     def client(self):  # -> ray.job_submission.JobSubmissionClient
-        """A Jobs API client (imports Ray lazily)."""
-        from ray.job_submission import JobSubmissionClient
-
-        return JobSubmissionClient(self.address)
+        """A Jobs API client that authenticates when the cluster has token auth on (imports Ray
+        lazily; :func:`gppo.sweep.ray_http.job_client`). Raises ``OSError`` (``ConnectionError``,
+        a timeout) when the cluster does not answer."""
+        return ray_http.job_client(self.address)
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _reachable(address: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"{address}/api/version", timeout=timeout) as r:
-            return r.status == 200
-    except Exception:
-        return False
 
 
 def read_cluster(state_dir: Path) -> Cluster | None:
@@ -106,7 +103,9 @@ def start_local_head(
         cmd.append(f"--num-cpus={num_cpus}")
     if num_gpus is not None:
         cmd.append(f"--num-gpus={num_gpus}")
+    # the auth mode `ray start --head` would pick anyway, made explicit for the head and its jobs
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
+    env[ray_http.ENV_AUTH_MODE] = ray_http.head_auth_mode()
     env.pop("RAY_ADDRESS", None)
     with open(state_dir / "ray-head.log", "ab") as log:
         proc = subprocess.Popen(
@@ -116,7 +115,7 @@ def start_local_head(
     address = f"http://127.0.0.1:{dash}"
     deadline = time.monotonic() + timeout
     try:
-        while not _reachable(address):
+        while not ray_http.reachable(address):
             if proc.poll() is not None or time.monotonic() > deadline:
                 tail = (state_dir / "ray-head.log").read_text(errors="replace")[-2000:]
                 raise RuntimeError(f"local Ray head did not start: {tail}")
@@ -185,7 +184,7 @@ def ensure_cluster(address: str | None, state_dir: Path, *, start: bool = True) 
             address = f"http://{address}"
         return Cluster(address=address.rstrip("/"))
     existing = read_cluster(state_dir)
-    if existing is not None and _reachable(existing.address):
+    if existing is not None and ray_http.reachable(existing.address):
         return existing
     if not start:
         return None

@@ -6,6 +6,10 @@ Resume rules (the store is the source of truth; each run carries its cell's conf
 - a RUNNING run whose job ended or never existed (launcher killed) is ended (FINISHED if it
   logged ``gppo.finished``, else FAILED with a note) and the cell is retried;
 - a RUNNING run of an older hash (the cell's settings changed) is stopped and KILLED.
+A cluster that stops answering (every status poll failing: connection refused, a GET timing out)
+is waited on for ``ray.unreachable_timeout_s``; then the launcher raises
+:class:`~gppo.errors.ClusterUnreachable` and leaves the runs RUNNING and the jobs alone, for the
+next launch to re-attach to or settle as above.
 One launcher per sweep at a time, whatever the store (:mod:`gppo.sweep.lock`: a file lock next to
 a local store, a lease in the sweep's parent run on a tracking server). A remote Ray cluster with
 a store only this machine sees is refused before anything is written (:mod:`gppo.sweep.guard`).
@@ -16,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +30,7 @@ from typing import Any
 from gppo import metrics as M
 from gppo.backends.base import get_backend
 from gppo.cell import Cell
+from gppo.errors import ClusterUnreachable
 from gppo.grid.plan import Plan
 from gppo.store.tracking import attempt_of, is_finished, latest_metric
 from gppo.sweep.dispatcher import (
@@ -49,7 +55,15 @@ AfterSweep = Callable[..., Any]
 PENDING, WAITING, RUNNING, ENDING, DONE = "pending", "waiting", "running", "ending", "done"
 
 
-__all__ = ["LaunchBusy", "LaunchResult", "Launcher", "backoff", "reconcile", "settle_orphan"]
+__all__ = [
+    "ClusterUnreachable",
+    "LaunchBusy",
+    "LaunchResult",
+    "Launcher",
+    "backoff",
+    "reconcile",
+    "settle_orphan",
+]
 
 
 @dataclass
@@ -159,6 +173,7 @@ class Launcher:
         on_update: Callable[[LaunchResult], None] | None = None,
         stop_event: threading.Event | None = None,
         after_sweep: AfterSweep | None = None,
+        unreachable_timeout_s: float | None = None,
     ) -> None:
         self.plan, self.address, self.detach = plan, address, detach
         self.max_concurrent = max_concurrent or plan.spec.ray.max_concurrent
@@ -169,6 +184,10 @@ class Launcher:
         self.backend = get_backend(plan.spec.backend)
         self.retries = plan.spec.retries
         self.lost = False  # the lease was taken over by another launcher (server store)
+        #: how long the cluster may go without answering (``ray.unreachable_timeout_s``)
+        self.unreachable_timeout_s = unreachable_timeout_s or plan.spec.ray.unreachable_timeout_s
+        self._silent_since: float | None = None  # monotonic time of the first unanswered call
+        self._silent_error = ""
 
     def run(self) -> LaunchResult:
         """Check the store is reachable from the cluster, hold the sweep's lock, dispatch.
@@ -194,7 +213,10 @@ class Launcher:
 
     def _run(self) -> LaunchResult:
         ctx = open_sweep(self.plan, address=self.address)
-        disp = ctx.dispatcher()
+        try:
+            disp = ctx.dispatcher()
+        except OSError as exc:  # the Jobs API did not answer at all (refused, timed out)
+            raise ClusterUnreachable(self._unreachable_line(ctx, "did not answer", exc)) from None
         result = LaunchResult(self.plan.sweep_id)
         restore = signals_set(self.stop_event)
         marker = ctx.state_dir / "launcher.json"
@@ -217,12 +239,17 @@ class Launcher:
         last_metrics = 0.0
         while not self.stop_event.is_set():
             now = time.time()
-            running = [c for c in cells.values() if c.state == RUNNING]
-            ended = [st for st in running if self._poll(ctx, st, disp)]
+            ended = []
+            for st in [c for c in cells.values() if c.state == RUNNING]:
+                if self._poll(ctx, st, disp):
+                    ended.append(st)
+                elif self._silent_since is not None:
+                    break  # no answer: the other polls of this round would wait in vain too
             # free slots are refilled first; the ended runs' bookkeeping comes after
-            self._submit_ready(disp, cells)
+            self._submit_ready(ctx, disp, cells)
             for st in ended:
                 self._end(disp, st)
+            self._check_silence(ctx)
             if time.monotonic() - last_metrics >= self.metrics_every_s:
                 self._refresh_metrics(ctx, cells)
                 last_metrics = time.monotonic()
@@ -241,17 +268,57 @@ class Launcher:
         assert att is not None
         try:
             status = disp.status(att.submission_id)
-        except Exception:  # cluster unreachable: gone for good if our local head died
+        except Exception as exc:  # no answer: gone for good if our local head died
             cluster = ctx.cluster
             if cluster is None or not cluster.local or pid_alive(cluster.pid):
+                self._no_answer(ctx, exc)
                 return False
             status = "STOPPED"
+        else:
+            self._answered(ctx)
         if status in ACTIVE:
             att.status = status
             return False
         att.status = status or "LOST"
         st.state = ENDING
         return True
+
+    # -- a cluster that does not answer -------------------------------------------------------
+    def _no_answer(self, ctx: SweepContext, exc: BaseException) -> None:
+        self._silent_error = _reason(exc)
+        if self._silent_since is None:
+            self._silent_since = time.monotonic()
+            log.warning(
+                "the Ray cluster at %s does not answer (%s); waiting up to %.0f s for it",
+                self._address(ctx), self._silent_error, self.unreachable_timeout_s,
+            )  # fmt: skip
+
+    def _answered(self, ctx: SweepContext) -> None:
+        if self._silent_since is not None:
+            log.warning("the Ray cluster at %s answers again", self._address(ctx))
+            self._silent_since = None
+
+    def _check_silence(self, ctx: SweepContext) -> None:
+        """Raise :class:`ClusterUnreachable` once the cluster has been silent for too long."""
+        if self._silent_since is None:
+            return
+        silent_s = time.monotonic() - self._silent_since
+        if silent_s >= self.unreachable_timeout_s:
+            line = self._unreachable_line(
+                ctx, f"has not answered for {silent_s:.0f} s", self._silent_error
+            )
+            raise ClusterUnreachable(line)
+
+    def _address(self, ctx: SweepContext) -> str:
+        return ctx.cluster.address if ctx.cluster is not None else "?"
+
+    def _unreachable_line(self, ctx: SweepContext, what: str, error: object) -> str:
+        error = _reason(error)
+        return (
+            f"{self.plan.source}: the Ray cluster at {self._address(ctx)} {what} "
+            f"(ray.unreachable_timeout_s = {self.unreachable_timeout_s:g}; last error: {error}); "
+            f"its jobs and their runs are left as they are: launch again once it answers"
+        )
 
     def _end(self, disp: Dispatcher, st: CellState) -> None:
         """End the run of a cell whose job ended; decide done / retry / failed / stopped."""
@@ -279,17 +346,21 @@ class Launcher:
             else:
                 st.state, st.note = FAILED, f"failed after {st.tries} attempt(s)"
 
-    def _submit_ready(self, disp: Dispatcher, cells: dict[str, CellState]) -> None:
+    def _submit_ready(
+        self, ctx: SweepContext, disp: Dispatcher, cells: dict[str, CellState]
+    ) -> None:
         in_flight = sum(1 for c in cells.values() if c.state == RUNNING)
         now = time.time()
         for st in cells.values():
             if in_flight >= self.max_concurrent:
                 return
             if st.state == PENDING or (st.state == WAITING and st.ready_at <= now):
-                self._start(disp, st)
+                self._start(ctx, disp, st)
+                if self._silent_since is not None:  # no answer: one try a round, no more
+                    return
                 in_flight += 1
 
-    def _start(self, disp: Dispatcher, st: CellState) -> None:
+    def _start(self, ctx: SweepContext, disp: Dispatcher, st: CellState) -> None:
         job = self.backend.job(st.cell)
         for _ in range(3):
             try:
@@ -297,10 +368,14 @@ class Launcher:
                 break
             except SubmissionExists:
                 st.attempt += 1
+            except OSError as exc:  # no answer: the cell stays as it is (a run made for it was
+                self._no_answer(ctx, exc)  # ended FAILED) and is submitted once the cluster answers
+                return
         else:
             st.tries += 1
             st.state, st.note = FAILED, "could not find a free submission id"
             return
+        self._answered(ctx)
         st.attempt, st.current, st.state, st.step, st.score = att.attempt, att, RUNNING, None, None
 
     def _refresh_metrics(self, ctx: SweepContext, cells: dict[str, CellState]) -> None:
@@ -325,7 +400,11 @@ class Launcher:
                 continue
             if self.detach:
                 continue
-            status = disp.stop(st.current.submission_id)
+            try:
+                status = disp.stop(st.current.submission_id)
+            except OSError:  # the cluster does not answer: leave the run for a relaunch
+                st.note = "left running: the cluster did not answer the stop"
+                continue
             disp.finish(st.current, status or "STOPPED", note="launch interrupted")
             st.state, st.current, st.note = STOPPED, None, "interrupted"
         result.detached = self.detach
@@ -341,6 +420,14 @@ class Launcher:
         self.on_update(result)
         if result.ok and self.after_sweep is not None:
             run_after_sweep_hook(ctx, result, self.after_sweep)
+
+
+def _reason(error: object) -> str:
+    """One short line for an error: the OS's reason (``[Errno 111] Connection refused``) out of
+    requests' long message when it has one."""
+    text = " ".join(str(error).split())
+    found = re.search(r"\[Errno -?\d+\][^\"')]*", text)
+    return (found.group(0).strip() if found else text)[:300] or type(error).__name__
 
 
 def run_after_sweep_hook(ctx: SweepContext, result: LaunchResult, hook: AfterSweep) -> None:

@@ -17,7 +17,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -28,6 +28,8 @@ ENV_HOME = "GPPO_UI_HOME"
 #: seconds the server's process group gets to exit on SIGTERM before SIGKILL (MLflow 3.17's
 #: ``mlflow server`` takes ~15 s on a busy machine to stop its job runner; uvicorn ~1 s)
 GRACE_S = 5.0
+#: seconds ``serve`` waits for the server to answer before it announces the URLs anyway
+READY_TIMEOUT_S = 120.0
 WORKFLOW = {"workflowType": "machine_learning"}
 
 
@@ -89,23 +91,44 @@ def sweep_urls(plan: Any, base: str) -> dict[str, str]:
 def wait_and_open(url: str, health: str, timeout_s: float = 120.0) -> None:
     """Open ``url`` in the browser once ``health`` answers (for ``ui --open``; run as a child)."""
     import time
-    import urllib.request
     import webbrowser
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(health, timeout=2):
-                webbrowser.open(url)
-                return
-        except OSError:
-            time.sleep(0.5)
+        if answers(health, timeout=2):
+            webbrowser.open(url)
+            return
+        time.sleep(0.5)
 
 
-def serve(argv: list[str], env: dict[str, str], helpers: Sequence[Any] = ()) -> int:
+def answers(url: str, timeout: float = 1.0) -> bool:
+    """True when a GET of ``url`` answers 200."""
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+def serve(
+    argv: list[str],
+    env: dict[str, str],
+    helpers: Sequence[Any] = (),
+    *,
+    ready_url: str | None = None,
+    on_ready: Callable[[], None] | None = None,
+    ready_timeout_s: float = READY_TIMEOUT_S,
+) -> int:
     """Run the server ``argv`` in its own process group until it exits or this process gets
     SIGTERM / SIGINT / SIGHUP; then stop the whole group (the server and the workers it spawned,
     SIGKILL after :data:`GRACE_S`) and the ``helpers`` (Popen objects), so nothing keeps the port.
+    The server's stdout goes to this process's stderr.
+
+    ``on_ready`` (printing the URLs) is called once ``ready_url`` (the server's ``/health``)
+    answers, so a URL printed is a URL that opens; after ``ready_timeout_s`` without an answer it
+    is called anyway, with a line on stderr saying so.
 
     The signal handler only records the signal and sends SIGTERM; the main loop polls (a
     ``wait`` inside the handler would deadlock on the interrupted ``wait``'s lock)."""
@@ -113,7 +136,13 @@ def serve(argv: list[str], env: dict[str, str], helpers: Sequence[Any] = ()) -> 
     import subprocess
     import time
 
-    proc = subprocess.Popen(argv, env=env, start_new_session=True)
+    try:  # the server's own output goes to stderr: stdout is for the lines ``on_ready`` prints
+        out: Any = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        out = None
+    proc = subprocess.Popen(argv, env=env, start_new_session=True, stdout=out)
+    started = time.monotonic()
+    pending = on_ready
     got: list[tuple[int, float]] = []
 
     def group(sig: int) -> None:
@@ -129,6 +158,18 @@ def serve(argv: list[str], env: dict[str, str], helpers: Sequence[Any] = ()) -> 
         signal.signal(sig, on_signal)
     killed = False
     while proc.poll() is None:
+        if pending is not None and not got:
+            up = ready_url is None or answers(ready_url)
+            if up or time.monotonic() - started > ready_timeout_s:
+                if not up:
+                    sys.stderr.write(
+                        f"the server did not answer {ready_url} within {ready_timeout_s:.0f} s; "
+                        "its URLs may not open yet\n"
+                    )
+                pending()
+                sys.stdout.flush()
+                pending = None
+                continue
         time.sleep(0.2)
         if got and not killed and time.monotonic() - got[0][1] > GRACE_S:
             group(signal.SIGKILL)
@@ -137,6 +178,8 @@ def serve(argv: list[str], env: dict[str, str], helpers: Sequence[Any] = ()) -> 
     for helper in helpers:
         if helper.poll() is None:
             helper.kill()
+    if pending is not None and not got:
+        sys.stderr.write(f"the server exited (status {proc.returncode}) before it answered\n")
     if got:
         # exit now: a normal interpreter exit may wait on MLflow's client threads
         sys.stdout.flush()

@@ -2,7 +2,9 @@
 
 * ``ray_two_nodes``: a Ray head with no CPUs for jobs and a worker node (2 CPUs and the custom
   resource :data:`WORKER_RESOURCE`) as separate ``ray start --block`` processes with their own
-  ports and temp dirs (docs/cluster-guide.md, section 3, "Team setup");
+  ports and temp dirs (docs/cluster-guide.md, section 3, "Team setup"), both with the auth mode
+  ``ray start --head`` picks here (:func:`gppo.sweep.ray_http.head_auth_mode`: token auth on when
+  a token is found), and found ready by :func:`gppo.sweep.ray_http.reachable`;
 * ``postgres``: a private PostgreSQL cluster (``initdb`` + ``pg_ctl`` of Debian's ``postgresql``
   package) in a temp dir on a free port, with the databases ``mlflow`` and ``optuna``; as root the
   server runs as the ``postgres`` user (PostgreSQL refuses to run as root);
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from gppo.sweep import ray_http
 from gppo.sweep.cluster import free_port
 
 WORKER_RESOURCE = "gppo_worker"
@@ -97,6 +100,8 @@ def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
     """Start the head, then the worker node once the head answers; wait for both nodes."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_RUN_ID")}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
+    # a joining node does not pick a mode by itself (only `ray start --head` does): give both
+    env[ray_http.ENV_AUTH_MODE] = ray_http.head_auth_mode()
     gcs, dash = free_port(), free_port()
     # unix socket paths are limited to 107 bytes: short temp dirs
     head_tmp, worker_tmp = root / "h", root / "w"
@@ -111,7 +116,7 @@ def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
     procs = [head]
     address = f"http://127.0.0.1:{dash}"
     try:
-        _wait(lambda: _http_ok(f"{address}/api/version"), 120, "Ray head", root / "head.log")
+        _wait(lambda: ray_http.reachable(address), 120, "Ray head", root / "head.log")
         worker = _spawn(
             [ray, "start", "--block", "--disable-usage-stats", f"--address=127.0.0.1:{gcs}",
              "--num-cpus=2", "--num-gpus=0", f"--resources={json.dumps({WORKER_RESOURCE: 8})}",
@@ -119,10 +124,15 @@ def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
             root / "worker.log", env,
         )  # fmt: skip
         procs.insert(0, worker)
-        from ray.util.state import list_nodes
+        from ray.util.state import StateApiClient
+        from ray.util.state.common import ListApiOptions, StateResource
+
+        headers = {"Content-Type": "application/json", **ray_http.auth_headers(address)}
 
         def nodes():
-            return [n for n in list_nodes(address=address) if n.state == "ALIVE"]
+            client = StateApiClient(address=address, headers=headers)
+            listed = client.list(StateResource.NODES, ListApiOptions(), False)
+            return [n for n in listed if n.state == "ALIVE"]
 
         _wait(lambda: len(nodes()) == 2, 120, "Ray worker node", root / "worker.log")
         by_role = {WORKER_RESOURCE in n.resources_total: n.node_id for n in nodes()}

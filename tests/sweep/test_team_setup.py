@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from mlflow.tracking import MlflowClient
-from ray.job_submission import JobSubmissionClient
 from typer.testing import CliRunner
 
 from gppo import metrics as M
@@ -22,6 +21,7 @@ from gppo.cli import app
 from gppo.grid import load_plan
 from gppo.sweep.control import sweep_status
 from gppo.sweep.lock import HEARTBEAT_TAG, RELEASED_TAG
+from gppo.sweep.ray_http import job_client
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
 from .servers import WORKER_RESOURCE
@@ -116,7 +116,7 @@ def test_multinode_team_setup_kill9_relaunch(tmp_path, monkeypatch, ray_two_node
 
     runs = cell_runs(mlflow_server, "team")
     assert not [r for r in runs if r.info.status == "RUNNING"]
-    jobs = JobSubmissionClient(ray_two_nodes.address)
+    jobs = job_client(ray_two_nodes.address)
     infos = []
     for cell in plan.cells:
         mine = [r for r in runs if r.data.tags[M.TAG_CELL_ID] == cell.id]

@@ -12,10 +12,10 @@ from pathlib import Path
 import optuna
 import pytest
 from optuna.trial import TrialState
-from ray.job_submission import JobSubmissionClient
 
 from gppo import metrics as M
 from gppo.store.tracking import Tracking
+from gppo.sweep.ray_http import job_client
 from gppo.sweep.tuning import attrs as A
 from gppo.sweep.tuning import load_tune_spec
 from gppo.sweep.tuning.study import storage_url
@@ -96,7 +96,7 @@ def test_two_tuners_share_a_postgres_study_and_one_is_killed(
     numbers = [int(r.data.tags[M.TAG_TRIAL_NUMBER]) for r in runs]
     assert sorted(numbers) == sorted({t.number for t in trials if A.RUN_ID in t.user_attrs})
     assert all(r.info.status != "RUNNING" for r in runs)
-    jobs = JobSubmissionClient(ray_two_nodes.address)
+    jobs = job_client(ray_two_nodes.address)
     for r in runs:
         try:
             info = jobs.get_job_info(r.data.tags[M.TAG_RAY_JOB_ID])
