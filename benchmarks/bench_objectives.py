@@ -2,13 +2,22 @@
 
     .venv/bin/python benchmarks/bench_objectives.py            # B x T = 512 x 2048, float32, CPU
     .venv/bin/python benchmarks/bench_objectives.py --quick    # 64 x 512
+    .venv/bin/python benchmarks/bench_objectives.py --no-memory --save before.json
+    .venv/bin/python benchmarks/bench_objectives.py --no-memory --baseline before.json
 
 Time: forward + backward of each loss on the same tensors, all losses interleaved round by round
-(the machine may be shared), median over ``--repeats`` rounds after a warm-up round (the warm-up
-builds the per-cell region tables, a one-off per (cell, delta)). Reported as wall time and as
-process CPU time (robust to other load on the machine), each divided by verl's ``vanilla``
-measured in the same rounds. Context rows: verl's ``dppo_tv`` / ``dppo_kl`` and a bare
-exp-multiply-mean pass (the floor for any such loss).
+(the machine may be shared), after a warm-up round (the warm-up builds the per-cell region
+tables, a one-off per (cell, delta)). Every time is a ratio to verl's ``vanilla`` measured in
+the same rounds: ``wall / vanilla`` and ``CPU / vanilla`` (process CPU time) of the medians over
+``--repeats`` rounds, and ``best / vanilla`` of the fastest round of each (the least disturbed
+by other load). On a shared machine read both, and prefer ``--threads 1``: under contention
+every parallel region waits for its slowest thread, which swamps the ratios. Context rows:
+verl's ``dppo_tv`` / ``dppo_kl`` and a bare exp-multiply-mean pass (the floor for any such
+loss). The last line names the slowest GPPO cell.
+
+Before/after: ``--save FILE`` writes the run (ratios, settings, CPU) as JSON; ``--baseline FILE``
+prints, after the table, each row's ratios in that run next to this one's (each against the
+``vanilla`` of its own run, so two runs on one machine compare even under different load).
 
 Memory: torch has no allocator statistics for CPU tensors (and tracemalloc does not see them), so
 each loss runs in its own subprocess with glibc's mmap threshold fixed at 64 KiB
@@ -31,6 +40,7 @@ import gc
 import json
 import math
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -110,7 +120,10 @@ def run_once(fn: LossFn, log_prob: torch.Tensor) -> tuple[float, float]:
     return time.perf_counter() - w0, time.process_time() - c0
 
 
-def time_all(data: Batch, repeats: int, names: list[str] | None) -> dict[str, tuple[float, float]]:
+def time_all(
+    data: Batch, repeats: int, names: list[str] | None
+) -> dict[str, tuple[float, float, float]]:
+    """Per row: (median wall s, median CPU s, fastest wall s) over ``repeats`` interleaved rounds."""
     fns = losses(data, names)
     new = data[1]
     for fn in fns.values():  # warm-up: lazy init, region tables
@@ -123,7 +136,7 @@ def time_all(data: Batch, repeats: int, names: list[str] | None) -> dict[str, tu
             w, c = run_once(fns[k], new)
             wall[k].append(w)
             cpu[k].append(c)
-    return {k: (statistics.median(wall[k]), statistics.median(cpu[k])) for k in fns}
+    return {k: (statistics.median(wall[k]), statistics.median(cpu[k]), min(wall[k])) for k in fns}
 
 
 def _status_mb(key: str) -> float:
@@ -166,6 +179,70 @@ def mem_all(names: list[str], b: int, t: int, threads: int | None) -> dict[str, 
     return out
 
 
+def cpu_model() -> str:
+    """The CPU's model name (Linux /proc/cpuinfo; else what platform knows)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def ratios(
+    times: dict[str, tuple[float, float, float]], mems: dict[str, float]
+) -> dict[str, dict[str, float]]:
+    """Per row: its times (ms), peak (MB) and each divided by ``verl vanilla``'s of the run."""
+    vw, vc, vb = times["verl vanilla"]
+    vm = mems.get("verl vanilla", math.nan)
+    out = {}
+    for k, (w, c, b) in times.items():
+        m = mems.get(k, math.nan)
+        out[k] = {
+            "wall_ms": w * 1e3,
+            "wall": w / vw,
+            "best": b / vb,
+            "cpu": c / vc,
+            "peak_mb": m,
+            "peak": m / vm if vm > 0 else math.nan,
+        }
+    return out
+
+
+def _f(x: float, width: int, digits: int) -> str:
+    return f"{'-':>{width}}" if math.isnan(x) else f"{x:{width}.{digits}f}"
+
+
+def print_table(rows: dict[str, dict[str, float]]) -> None:
+    head = ["wall ms", "wall / vanilla", "best / vanilla", "CPU / vanilla", "peak MB"]
+    head.append("peak / vanilla")
+    print(f"| {'loss':<18} | " + " | ".join(head) + " |")
+    print(f"| {'-' * 18} | " + " | ".join("-" * (len(h) - 1) + ":" for h in head) + " |")
+    for k, v in rows.items():
+        cells = [_f(v["wall_ms"], 7, 1), _f(v["wall"], 14, 2), _f(v["best"], 14, 2)]
+        cells += [_f(v["cpu"], 13, 2), _f(v["peak_mb"], 7, 1), _f(v["peak"], 14, 2)]
+        print(f"| {k:<18} | " + " | ".join(cells) + " |")
+
+
+def print_comparison(before: dict, rows: dict[str, dict[str, float]]) -> None:
+    """Each row's ratios to vanilla in the baseline run and in this one."""
+    b_rows = before["rows"]
+    print(f"\nbefore: {before['header']}")
+    head = ["wall / v before", "wall / v after", "best / v before", "best / v after"]
+    head += ["CPU / v before", "CPU / v after"]
+    print(f"| {'loss':<18} | " + " | ".join(head) + " |")
+    print(f"| {'-' * 18} | " + " | ".join("-" * (len(h) - 1) + ":" for h in head) + " |")
+    nan = {"wall": math.nan, "best": math.nan, "cpu": math.nan}
+    for k, v in rows.items():
+        b = b_rows.get(k, nan)
+        cells = []
+        for key, h in zip(("wall", "wall", "best", "best", "cpu", "cpu"), head, strict=True):
+            cells.append(_f((b if h.endswith("before") else v)[key], len(h), 2))
+        print(f"| {k:<18} | " + " | ".join(cells) + " |")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="B x T = 64 x 512")
@@ -174,6 +251,8 @@ def main() -> None:
     p.add_argument("--no-memory", action="store_true")
     p.add_argument("--only", help="comma-separated row names (verl vanilla is always kept)")
     p.add_argument("--threads", type=int, help="torch.set_num_threads (default: torch's)")
+    p.add_argument("--save", metavar="FILE", help="write this run's ratios as JSON")
+    p.add_argument("--baseline", metavar="FILE", help="a --save file: print before/after")
     p.add_argument("--mem-child", help=argparse.SUPPRESS)
     a = p.parse_args()
     b, t = a.shape or ((64, 512) if a.quick else (512, 2048))
@@ -186,21 +265,31 @@ def main() -> None:
     names = None if not a.only else ["verl vanilla", *a.only.split(",")]
     times = time_all(data, a.repeats, names)
     mems = {} if a.no_memory else mem_all(list(times), b, t, a.threads)
-    vw, vc = times["verl vanilla"]
+    rows = ratios(times, mems)
+    vw, vc, vb = times["verl vanilla"]
     vm = mems.get("verl vanilla", math.nan)
-    print(
-        f"B x T = {b} x {t} float32 CPU, torch {torch.__version__}, {torch.get_num_threads()} threads, "
-        f"median of {a.repeats} interleaved rounds; reference verl vanilla = {vw * 1e3:.1f} ms wall, "
-        f"{vc * 1e3:.1f} ms CPU, {vm:.1f} MB peak"
+    header = (
+        f"B x T = {b} x {t} float32, {cpu_model()}, torch {torch.__version__}, "
+        f"{torch.get_num_threads()} threads, {a.repeats} interleaved rounds; verl vanilla = "
+        f"{vw * 1e3:.1f} ms wall (median), {vb * 1e3:.1f} ms (best), {vc * 1e3:.1f} ms CPU, "
+        f"{vm:.1f} MB peak"
     )
-    print(f"| {'loss':<18} | wall ms | wall / vanilla | CPU / vanilla | peak MB | peak / vanilla |")
-    print(f"| {'-' * 18} | ------: | -------------: | ------------: | ------: | -------------: |")
-    for k, (w, c) in times.items():
-        m = mems.get(k, math.nan)
+    print(header)
+    print_table(rows)
+    gppo_cells = {k: v for k, v in rows.items() if k in {f"{d}/{e}" for d, e in GRID + EXTENSIONS}}
+    if gppo_cells:
+        worst = max(gppo_cells, key=lambda k: gppo_cells[k]["best"])
+        w = gppo_cells[worst]
         print(
-            f"| {k:<18} | {w * 1e3:7.1f} | {w / vw:14.2f} | {c / vc:13.2f} | {m:7.1f} | "
-            f"{m / vm if vm > 0 else math.nan:14.2f} |"
+            f"slowest GPPO cell: {worst} at {w['best']:.2f}x vanilla (best), "
+            f"{w['wall']:.2f}x (median wall), {w['cpu']:.2f}x (CPU)"
         )
+    if a.baseline:
+        with open(a.baseline) as fh:
+            print_comparison(json.load(fh), rows)
+    if a.save:
+        with open(a.save, "w") as fh:
+            json.dump({"header": header, "rows": rows}, fh, indent=1)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,12 @@ knobs (``ratio_bounds``, ``dual_clip``; either may be None).
 Speed: the surrogate is computed without autograd and a custom autograd function multiplies
 the incoming gradient by the saved per-token coefficient dloss/dlog_prob, so one (B, T) tensor
 is kept for backward. mc bounds are scalars. Atomic/binary closed forms are evaluated in the
-input dtype. Cells without a closed form (kl-binary, extensions) test each token against a
-tabulated inner region (a function of mu only, :mod:`.tables`) and solve the exact float64 bound
-only for the tokens outside it on the side their advantage uses (a few per cent at most).
+input dtype, in place. Cells without a closed form (kl-binary, extensions) test each token
+against a tabulated inner region (a function of mu only, looked up by the float32 bits of
+-log mu: :class:`~.solver.InnerTable`) on the side its advantage uses, and solve the exact
+float64 bound only for the tokens outside it (a few per cent at most). On CPU every pass over
+(B, T) is memory-bound, so the code keeps passes, temporaries and mixed-dtype ops few (a
+float * bool product or a bincount whose tokens share one bin are slow paths there).
 
 Precision: whatever the input dtype (bf16 log-probs under verl's autocast, fp16, float32), the
 loss is computed and returned in float32 (float64 stays float64), with autocast disabled inside,
@@ -45,8 +48,7 @@ from .regions import (
     mc_scalar_bounds,
     region_from_log_mu,
 )
-from .solver import solve_abs, solve_binary
-from .tables import region_table
+from .solver import inner_table, solve_side
 
 Tensor = torch.Tensor
 
@@ -60,6 +62,7 @@ MU_BUCKETS: tuple[tuple[str, float, float], ...] = (
     ("mu_ge_0.5", 0.5, 1.0),
 )
 _NONE, _LOW, _HIGH, _DUAL = 0, 1, 2, 3
+_LANES = 8  # of the metrics' bincount (8 * 32 bins fit a uint8 code)
 
 
 def work_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -85,69 +88,59 @@ class _Plan:
     dual: float | None
 
 
-def _rho(r: Tensor, adv: Tensor, lo: Tensor | float, hi: Tensor | float, c: float | None) -> Tensor:
-    """The ratio the objective uses: min(r, hi) for A >= 0, min(max(r, lo), c) for A < 0.
+def _rho(r: Tensor, pos: Tensor, lo: Tensor | float, hi: Tensor | float, c: float | None) -> Tensor:
+    """The ratio the objective uses: min(r, hi) where A >= 0 (``pos``), clamp(r, lo, c) for A < 0.
 
-    One tensor clamp with per-token limits picked by exact arithmetic (x * 1 = x, x * 0 = 0 on
-    finite x): ``torch.where`` costs ~10 elementwise passes on CPU.
+    Bounds: two floats, or two (B, T) tensors of ``r``'s dtype that are overwritten (the
+    result is one of them).
     """
-    big = torch.finfo(r.dtype).max
-    pos = (adv >= 0).to(r.dtype)
-    neg = 1.0 - pos
-    lo_sel = neg * lo  # r_lo for A < 0, 0 (no limit) for A >= 0
-    hi = torch.clamp(hi, max=big) if isinstance(hi, Tensor) else min(hi, big)
-    hi_sel = torch.maximum(pos * hi, neg * (big if c is None else c))  # r_hi, or c for A < 0
-    return torch.clamp(r, min=lo_sel, max=hi_sel)
+    if isinstance(lo, Tensor) and isinstance(hi, Tensor):
+        up = torch.minimum(r, hi, out=hi)
+        down = torch.maximum(r, lo, out=lo)
+        down = down if c is None else down.clamp_(max=c)
+    else:
+        up, down = torch.clamp(r, max=hi), torch.clamp(r, min=lo, max=c)
+    return torch.where(pos, up, down, out=down)
 
 
 def _bounds(plan: _Plan, log_mu: Tensor) -> tuple[Tensor | float, Tensor | float]:
-    """Intersected (r_lo, r_hi): floats for mc, tensors in the input dtype for closed forms."""
+    """Intersected (r_lo, r_hi): floats for mc, new (B, T) tensors in log_mu's dtype otherwise."""
     if plan.estimator == "mc":
         lo, hi = mc_scalar_bounds(plan.divergence, plan.delta)
         return max(lo, plan.b_lo), min(hi, plan.b_hi)
     lo, hi = region_from_log_mu(plan.divergence, plan.estimator, plan.delta, log_mu)
-    lo = torch.as_tensor(lo, dtype=log_mu.dtype).clamp(min=plan.b_lo)
-    hi = torch.as_tensor(hi, dtype=log_mu.dtype).clamp(max=plan.b_hi)
-    return lo, hi
+    # (closed forms return new tensors; contiguous() copies an expanded scalar before writing)
+    lo, hi = (torch.as_tensor(v, dtype=log_mu.dtype).expand(log_mu.shape) for v in (lo, hi))
+    return lo.contiguous().clamp_(min=plan.b_lo), hi.contiguous().clamp_(max=plan.b_hi)
 
 
 def _fix_solved(plan: _Plan, rho: Tensor, r: Tensor, adv: Tensor, log_mu: Tensor) -> None:
     """Cells without closed form: exact bounds for the tokens that can be clipped (in place).
 
-    Only the bound on the side the objective uses can matter (r_hi for A > 0, r_lo for A < 0).
-    A token inside the tabulated inner region (:mod:`.tables`) is inside its own region; the
-    others get the exact bound from the float64 solver, started from the table's interpolation.
+    ``rho`` (contiguous) holds the ratios clipped by ``ratio_bounds`` only. A token inside the
+    tabulated inner region of its mu (:meth:`~.solver.InnerTable.outside`) on the side its
+    advantage uses keeps it; the others (r_hi for A > 0, r_lo for A < 0) get the exact bound
+    from the float64 solver, started from the table.
     """
-    table = region_table(plan.divergence, plan.estimator, plan.delta)
-    work = torch.float64 if r.dtype == torch.float64 else torch.float32
-    lm_w = log_mu.to(work)
-    in_lo, in_hi = table.inner(lm_w)
-    r_w = r.to(work)
-    out_hi = (r_w > in_hi) & (adv > 0)
-    out_lo = (r_w < in_lo) & (adv < 0)
-    flat = rho.view(-1)
-    r_flat, adv_flat, lm_flat = r.reshape(-1), adv.reshape(-1), log_mu.reshape(-1)
-    for side, out in (("hi", out_hi), ("lo", out_lo)):
-        cand = torch.nonzero(out.reshape(-1)).squeeze(1)
-        if cand.numel() == 0:
-            continue
-        lc = lm_flat[cand].to(torch.float64)
-        bound = solve_region_side(plan, lc, side, x0=table.guess(lc, side)).to(r.dtype)
-        rc, ac = r_flat[cand], adv_flat[cand]
-        if side == "hi":
-            flat[cand] = _rho(rc, ac, plan.b_lo, bound.clamp_(max=plan.b_hi), plan.dual)
-        else:
-            flat[cand] = _rho(rc, ac, bound.clamp_(min=plan.b_lo), plan.b_hi, plan.dual)
-
-
-def solve_region_side(plan: _Plan, log_mu: Tensor, side: str, x0: Tensor | None = None) -> Tensor:
-    """Exact r_lo or r_hi (float64) of a solved cell at the given log mu (1-d)."""
-    div = get_divergence(plan.divergence)
-    est = get_estimator(plan.estimator)
-    if est.kind == "bernoulli":
-        return solve_binary(div, plan.delta, log_mu, side, x0=x0)
-    assert est.weight is not None
-    return solve_abs(div, plan.delta / est.weight(log_mu), side, x0=x0)
+    table = inner_table(plan.divergence, plan.estimator, plan.delta)
+    out = table.outside(log_mu, r, adv, plan.b_lo, plan.b_hi)
+    cand = torch.nonzero(out.reshape(-1)).squeeze(1)
+    if cand.numel() == 0:
+        return
+    a_c = adv.reshape(-1)[cand]
+    up = a_c > 0  # r_hi for A > 0, r_lo for A < 0 (A = 0: any ratio gives loss 0)
+    sel = up | (a_c < 0)
+    idx, up = cand[sel], up[sel]
+    if idx.numel() == 0:
+        return
+    div, est = get_divergence(plan.divergence), get_estimator(plan.estimator)
+    lm = log_mu.reshape(-1)[idx].to(torch.float64)
+    bound = solve_side(div, est, plan.delta, lm, up, x0=table.guess(lm, up)).to(r.dtype)
+    r_i = r.reshape(-1)[idx]
+    v_lo = torch.maximum(r_i, bound.clamp(min=plan.b_lo))  # clamp(r, max(r_lo, b_lo), c)
+    v_lo = v_lo if plan.dual is None else v_lo.clamp_(max=plan.dual)
+    v_hi = torch.minimum(r_i, bound.clamp_(max=plan.b_hi))  # min(r, min(r_hi, b_hi))
+    rho.view(-1)[idx] = torch.where(up, v_hi, v_lo)
 
 
 def _surrogate(
@@ -157,7 +150,7 @@ def _surrogate(
     dtype = work_dtype(log_prob.dtype)
     old = old_log_prob.to(dtype)
     adv = adv.to(dtype)
-    t = log_prob.to(dtype) - old
+    t = (log_prob.to(dtype) - old).contiguous()  # so are r and rho
     in_range = None
     if t.numel():
         t_min, t_max = torch.aminmax(t)
@@ -165,21 +158,22 @@ def _surrogate(
             in_range = t.abs() <= LOG_RATIO_CLAMP  # verl's clamp passes no gradient beyond
             t.clamp_(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     r = torch.exp(t)
-    log_mu = old.clamp(max=0.0)  # log-probs a rounding error above 0 mean mu = 1
+    pos = adv >= 0
     if plan.estimator == "mc" or has_closed_form(plan.divergence, plan.estimator):
-        lo, hi = _bounds(plan, log_mu)
-        rho = _rho(r, adv, lo, hi, plan.dual)
+        lo, hi = _bounds(plan, old if plan.estimator == "mc" else old.clamp(max=0.0))
+        rho = _rho(r, pos, lo, hi, plan.dual)
     else:
-        rho = _rho(r, adv, plan.b_lo, plan.b_hi, plan.dual)
-        _fix_solved(plan, rho, r, adv, log_mu)
-    loss = torch.mul(adv, rho).neg_()
+        rho = _rho(r, pos, plan.b_lo, plan.b_hi, plan.dual)
+        # log-probs a rounding error above 0 mean mu = 1
+        _fix_solved(plan, rho, r, adv, old.clamp(max=0.0))
     above = rho > r  # clipped up to r_lo (only A < 0 can be)
     below = rho < r  # clipped down to r_hi (A >= 0) or to the dual clip c (A < 0)
-    unclipped = ~(above | below)
+    clipped = above | below
     if in_range is not None:
-        unclipped &= in_range
-    grad = loss * unclipped
-    metrics = _metrics(plan, t, r, adv, mask, log_mu, above, below)
+        clipped |= ~in_range
+    loss = rho.mul_(adv).neg_()
+    grad = loss.masked_fill(clipped, 0.0)
+    metrics = _metrics(plan, t, r, adv, mask, old, pos, above, below)
     return loss, grad, metrics
 
 
@@ -190,6 +184,7 @@ def _metrics(
     adv: Tensor,
     mask: Tensor,
     log_mu: Tensor,
+    pos: Tensor,
     above: Tensor,
     below: Tensor,
 ) -> dict[str, float]:
@@ -198,16 +193,17 @@ def _metrics(
 
     Per token a uint8 code = 4 bucket + state (1 clipped low: A < 0, r < r_lo; 2 clipped high:
     A > 0, r > r_hi; 3 dual clip: A < 0, r > c) + 16 (ratio_bounds cut the region), counted by
-    one bincount weighted by the mask.
+    one bincount weighted by the mask. All tensors (B, T); ``log_mu`` may be the unclamped
+    old log-probs (every edge it is compared with is < 0, so values above 0 count as 0);
+    ``r`` (contiguous) is overwritten.
     """
     m = mask.reshape(-1).to(t.dtype)
-    code = (log_mu >= math.log(MU_BUCKETS[1][1])).to(torch.uint8)
+    code = (log_mu >= math.log(MU_BUCKETS[1][1])).view(torch.uint8).mul(4)
     for _, edge, _ in MU_BUCKETS[2:]:
-        code += log_mu >= math.log(edge)
-    code *= 4
-    code += above
+        code.add_(log_mu >= math.log(edge), alpha=4)
+    code.add_(above)
     code.add_(below & (adv > 0), alpha=_HIGH)
-    code.add_(below & (adv < 0), alpha=_DUAL)
+    code.add_(below & ~pos, alpha=_DUAL)  # pos: A >= 0
     n_b = len(MU_BUCKETS)
     if plan.b_lo > 0 or plan.b_hi < math.inf:
         if plan.estimator == "mc":
@@ -221,10 +217,17 @@ def _metrics(
             code += 4 * n_b
         elif l_act > -math.inf:
             code.add_(log_mu < l_act, alpha=4 * n_b)
-    counts = torch.bincount(code.reshape(-1), weights=m, minlength=8 * n_b)
+    flat, bins = code.reshape(-1), 8 * n_b
+    if flat.numel() % _LANES:
+        counts = torch.bincount(flat, weights=m, minlength=bins)
+    else:  # one serial accumulator per bin is slow when most tokens share a bin: 8 lanes each
+        lanes = torch.arange(0, bins * _LANES, bins, dtype=torch.uint8, device=flat.device)
+        flat = flat.view(-1, _LANES).add_(lanes).view(-1)
+        counts = torch.bincount(flat, weights=m, minlength=bins * _LANES).view(_LANES, bins).sum(0)
     tf, rf = t.reshape(-1), r.reshape(-1)
-    r_max = (rf * m).max() if m.numel() else torch.zeros((), dtype=t.dtype, device=t.device)
-    extra = torch.stack([-torch.dot(tf, m), torch.dot(rf, m), r_max])
+    sums = [-torch.dot(tf, m), torch.dot(rf, m)]
+    r_max = rf.mul_(m).max() if m.numel() else torch.zeros((), dtype=t.dtype, device=t.device)
+    extra = torch.stack([*sums, r_max])
     v = torch.cat([counts.to(torch.float64), extra.to(torch.float64)]).tolist()
     c = [v[i] + v[i + 4 * n_b] for i in range(4 * n_b)]  # per (bucket, state), any bound flag
     active = sum(v[4 * n_b : 8 * n_b])
