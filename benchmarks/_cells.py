@@ -66,7 +66,7 @@ def ensure_base(domain: str, extra: list[str]) -> float:
         "from gppo.backends.local.settings import LocalSettings;"
         "from gppo.backends.local.warmstart import load_base_model;"
         "import json; kw = json.loads(sys.argv[1]);"
-        "print(load_base_model(LocalSettings(domain=sys.argv[2], **kw))[1])"
+        "print(load_base_model(LocalSettings(domain=sys.argv[2], **kw)).source)"
     )
     kw: dict[str, Any] = {}
     for k, v in zip(extra[::2], extra[1::2], strict=False):

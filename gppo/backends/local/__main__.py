@@ -99,10 +99,11 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
     loss_fn, agg = make_loss(cell.method, cell.loss_params)  # fail fast on bad params
     if log is not None:
         log.log_missing_params(cell, {"local.warmstart_hash": warmstart_hash(s)})
-    policy, built, path = load_base_model(s)
-    t_base = time.perf_counter() - t_start
     say = print if verbose else (lambda *a, **k: None)
-    say(f"[{cell.id}] base model {'built' if built else 'loaded'} ({path}) in {t_base:.1f}s")
+    base = load_base_model(s, say=lambda line: print(f"[{cell.id}] {line}", flush=True))
+    policy = base.policy
+    t_base = time.perf_counter() - t_start
+    say(f"[{cell.id}] base model {base.source} ({base.path}) in {t_base:.1f}s")
 
     evals: dict[int, dict[str, float]] = {}
 
@@ -174,7 +175,8 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
         log.set_tags({M.TAG_FINISHED: "true"})
     return {
         "cell": cell.id,
-        "built_base": built,
+        "built_base": base.built,
+        "base_source": base.source,
         "evals": {str(k): v for k, v in evals.items()},
         "history": history,
         "perf": perf,

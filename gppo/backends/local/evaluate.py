@@ -6,29 +6,30 @@ score is the unweighted mean over benchmarks. Same policy + same seed => same nu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import torch
 
 from gppo.backends.local.policy import Policy
 from gppo.backends.local.rollout import completed, sample
-from gppo.backends.local.tasks import Domain
+from gppo.backends.local.tasks import Domain, Problem
 
 
-def evaluate(
+def avg_at_k(
     policy: Policy,
     domain: Domain,
-    benchmarks: list[str] | tuple[str, ...],
+    sets: Mapping[str, Sequence[Problem]],
     k: int = 8,
     seed: int = 1234,
-    max_prompts: int | None = None,
     temperature: float = 1.0,
     chunk: int = 1024,
 ) -> dict[str, float]:
-    """``{benchmark: avg@k}`` (one sampling pass per chunk of prompts; seeded generator)."""
+    """``{name: avg@k}`` of each named prompt set (one sampling pass per chunk of prompts;
+    one seeded generator, consumed in the order of ``sets``)."""
     gen = torch.Generator().manual_seed(seed)
     out: dict[str, float] = {}
     per_chunk = max(1, chunk // k)
-    for name in benchmarks:
-        probs = domain.benchmark(name)[:max_prompts]
+    for name, probs in sets.items():
         total = 0.0
         for i in range(0, len(probs), per_chunk):
             part = probs[i : i + per_chunk]
@@ -41,3 +42,18 @@ def evaluate(
                     total += domain.score(part[j // k], text)
         out[name] = total / (len(probs) * k)
     return out
+
+
+def evaluate(
+    policy: Policy,
+    domain: Domain,
+    benchmarks: list[str] | tuple[str, ...],
+    k: int = 8,
+    seed: int = 1234,
+    max_prompts: int | None = None,
+    temperature: float = 1.0,
+    chunk: int = 1024,
+) -> dict[str, float]:
+    """``{benchmark: avg@k}`` on the held-out benchmark prompts (the first ``max_prompts``)."""
+    sets = {name: domain.benchmark(name)[:max_prompts] for name in benchmarks}
+    return avg_at_k(policy, domain, sets, k, seed, temperature, chunk)

@@ -1,9 +1,11 @@
 """Domains and benchmarks of the CPU testbed: a registry of task families with exact 0/1 rewards.
 
 A :class:`Domain` owns a few *families* (one per benchmark, of graded difficulty). Each benchmark
-is 64+ fixed prompts drawn from its family with a fixed RNG; training prompts (warm start and RL)
-are drawn from the same families with the benchmark prompts rejected, so no evaluation prompt is
-ever trained on. Every family's prompt space is orders of magnitude larger than what a cell sees.
+is 64+ fixed prompts drawn from its family with a fixed RNG; a disjoint *validation* set per
+family, drawn the same way with another RNG, is what the warm start stops on. Training prompts
+(warm start and RL) are drawn from the same families with both rejected, so no evaluation or
+validation prompt is ever trained on. Every family's prompt space is orders of magnitude larger
+than what a cell sees.
 """
 
 from __future__ import annotations
@@ -55,7 +57,10 @@ class Domain:
     max_new_tokens: int
     score_fn: Callable[[Problem, str], float]
     corrupt_fn: Callable[[Problem, random.Random], str]
+    #: the warm start stops once its validation avg@8 (mean over families) reaches this
+    warmstart_target: float = 0.25
     n_benchmark_prompts: int = 64
+    n_validation_prompts: int = 64
     _bench: dict[str, list[Problem]] = field(default_factory=dict, repr=False)
 
     @property
@@ -71,25 +76,46 @@ class Domain:
             + ", ".join(self.benchmark_names)
         )
 
+    def _draw(self, name: str, stream: str, n: int, exclude: frozenset[str]) -> list[Problem]:
+        """``n`` distinct problems of family ``name`` from the fixed RNG ``stream``."""
+        fam = self.family(name)
+        rng = random.Random(f"gppo-local/{self.name}/{name}/{stream}")
+        seen: set[str] = set(exclude)
+        probs: list[Problem] = []
+        while len(probs) < n:
+            p = fam.make(rng)
+            if p.prompt not in seen:
+                seen.add(p.prompt)
+                probs.append(p)
+        return probs
+
     def benchmark(self, name: str) -> list[Problem]:
         """The fixed, held-out prompts of benchmark ``name`` (distinct prompts, fixed RNG)."""
         if name not in self._bench:
-            fam = self.family(name)
-            rng = random.Random(f"gppo-local/{self.name}/{name}/{TASKS_VERSION}")
-            seen: set[str] = set()
-            probs: list[Problem] = []
-            while len(probs) < self.n_benchmark_prompts:
-                p = fam.make(rng)
-                if p.prompt not in seen:
-                    seen.add(p.prompt)
-                    probs.append(p)
-            self._bench[name] = probs
+            self._bench[name] = self._draw(
+                name, TASKS_VERSION, self.n_benchmark_prompts, frozenset()
+            )
         return self._bench[name]
+
+    def validation(self, name: str) -> list[Problem]:
+        """``n_validation_prompts`` fixed prompts of family ``name``, disjoint from its benchmark:
+        the warm start's stopping set (never trained on, never reported)."""
+        key = f"{name}/validation"
+        if key not in self._bench:
+            bench = frozenset(p.prompt for p in self.benchmark(name))
+            self._bench[key] = self._draw(
+                name, f"validation/{TASKS_VERSION}", self.n_validation_prompts, bench
+            )
+        return self._bench[key]
 
     @cached_property
     def heldout_prompts(self) -> frozenset[str]:
-        """Every benchmark prompt of the domain: never used for training."""
-        return frozenset(p.prompt for b in self.benchmark_names for p in self.benchmark(b))
+        """Every benchmark and validation prompt of the domain: never used for training."""
+        return frozenset(
+            p.prompt
+            for b in self.benchmark_names
+            for p in (*self.benchmark(b), *self.validation(b))
+        )
 
     def sample_train(
         self, rng: random.Random, n: int, weights: Sequence[float] | None = None

@@ -1,12 +1,22 @@
-"""The "base model": a short supervised warm start on a noisy answer distribution, cached.
+"""The "base model": a supervised warm start on a noisy answer distribution, stopped on a target.
 
 Each training answer is replaced by a plausible wrong one (``Domain.corrupt``) with probability
 ``warmstart_noise``, so the warm-started policy puts real but partial mass on correct answers:
 sampled at temperature 1 its avg@8 is low but clearly non-zero, and RL has something to sharpen.
 
-The result is cached on disk under a hash of every setting it depends on. Concurrent starts are
-safe: a ``FileLock`` lets one process build while the others wait, then all load the same file
-(written atomically with ``os.replace``).
+**Why a target, not a step budget.** The arithmetic warm start crosses a late, abrupt transition
+(a loss plateau, then families are learned one after another), and *when* it crosses depends on
+float rounding: the same fixed budget gave a 4 % base on one CPU and 28 % on another. So the
+learning rate is constant after a short warm-up, and every ``warmstart_check_every`` steps the
+policy is scored (avg@8, temperature 1) on the domain's fixed validation prompts
+(:meth:`Domain.validation`, disjoint from the benchmarks and never trained on); the warm start
+stops at the first check whose domain mean reaches ``warmstart_target``. Where it stops varies
+with the machine; what it stops *at* does not (docs/testbed.md measures the spread).
+
+The default base of each domain is shipped with the package (:mod:`.shipped`), so the quick start
+builds nothing. Other settings build one, cached on disk under a hash of every setting it depends
+on. Concurrent starts are safe: a ``FileLock`` lets one process build while the others wait, then
+all load the same file (written atomically with ``os.replace``).
 """
 
 from __future__ import annotations
@@ -16,18 +26,26 @@ import json
 import os
 import random
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 from filelock import FileLock
 
+from gppo.backends.local.evaluate import avg_at_k
 from gppo.backends.local.policy import Policy, PolicyConfig
 from gppo.backends.local.settings import LocalSettings
+from gppo.backends.local.shipped import shipped_file
 from gppo.backends.local.tasks import TASKS_VERSION, Domain, get_domain
 from gppo.backends.local.vocab import EOS, PAD, VOCAB_SIZE, encode, left_pad
 
-FORMAT_VERSION = "ws1"
+FORMAT_VERSION = "ws2"
+#: the validation check: avg@k with this k and seed on ``Domain.validation`` prompts
+CHECK_K = 8
+CHECK_SEED = 4321
+WARMUP_STEPS = 50
 
 
 def policy_config(settings: LocalSettings) -> PolicyConfig:
@@ -41,17 +59,25 @@ def policy_config(settings: LocalSettings) -> PolicyConfig:
     )
 
 
+def resolved_target(settings: LocalSettings) -> float:
+    """``warmstart_target``, or the domain's default when it is None."""
+    if settings.warmstart_target is not None:
+        return settings.warmstart_target
+    return get_domain(settings.domain).warmstart_target
+
+
 def warmstart_key(settings: LocalSettings) -> dict[str, Any]:
-    """Everything the base model depends on (and nothing else)."""
+    """Everything the base model's recipe depends on (and nothing else)."""
+    ws = {k: v for k, v in settings.model_dump().items() if k.startswith("warmstart_")}
+    ws["warmstart_target"] = resolved_target(settings)
     return {
         "format": FORMAT_VERSION,
         "tasks": TASKS_VERSION,
         "vocab": VOCAB_SIZE,
-        "torch": torch.__version__.split("+")[0],
         "domain": settings.domain,
         "weights": get_domain(settings.domain).warmstart_weights(),
         "policy": policy_config(settings).to_dict(),
-        **{k: v for k, v in settings.model_dump().items() if k.startswith("warmstart_")},
+        **ws,
     }
 
 
@@ -70,7 +96,8 @@ def cache_dir(settings: LocalSettings) -> Path:
 def supervised_batch(
     domain: Domain, rng: random.Random, n: int, noise: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(ids, valid, target) for next-token training; targets are PAD except on answer + EOS."""
+    """(ids, valid, target), each (B, T), for next-token training; targets are PAD except on
+    answer + EOS."""
     probs = domain.sample_train(rng, n, domain.warmstart_weights())
     seqs, starts = [], []
     for p in probs:
@@ -90,21 +117,42 @@ def supervised_batch(
     return ids, valid, target
 
 
-def train_base(settings: LocalSettings, log_every: int = 0) -> Policy:
-    """Run the warm start (deterministic given the settings)."""
+def validation_score(policy: Policy, domain: Domain) -> float:
+    """avg@8 on the validation prompts, mean over the domain's families."""
+    sets = {name: domain.validation(name) for name in domain.benchmark_names}
+    scores = avg_at_k(policy, domain, sets, CHECK_K, CHECK_SEED)
+    return sum(scores.values()) / len(scores)
+
+
+@dataclass
+class WarmstartRun:
+    """How a warm start went: the steps it ran, its last validation score, whether that reached
+    the target, and its wall time."""
+
+    steps: int = 0
+    validation: float | None = None
+    target: float = 0.0
+    reached: bool = False
+    seconds: float = 0.0
+    checks: list[tuple[int, float]] = field(default_factory=list)
+
+
+def train_base(
+    settings: LocalSettings, log: Callable[[str], None] | None = None
+) -> tuple[Policy, WarmstartRun]:
+    """Run the warm start (deterministic given the settings and the machine's float rounding):
+    constant learning rate after ``WARMUP_STEPS``, stopped at the first validation check that
+    reaches the target, or after ``warmstart_steps``."""
     torch.manual_seed(settings.warmstart_seed)
     rng = random.Random(f"warmstart/{settings.warmstart_seed}")
     domain = get_domain(settings.domain)
     policy = Policy(policy_config(settings))
     opt = torch.optim.AdamW(policy.parameters(), lr=settings.warmstart_lr, weight_decay=0.01)
-    n = settings.warmstart_steps
-    warm = max(1, min(50, n // 10))
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min(1.0, (s + 1) / warm) * max(0.05, 1 - s / max(n, 1))
-    )
-    policy.train()
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / WARMUP_STEPS))
+    run = WarmstartRun(target=resolved_target(settings))
     t0 = time.perf_counter()
-    for step in range(n):
+    for step in range(1, settings.warmstart_steps + 1):
+        policy.train()
         ids, valid, target = supervised_batch(
             domain, rng, settings.warmstart_batch, settings.warmstart_noise
         )
@@ -117,30 +165,81 @@ def train_base(settings: LocalSettings, log_every: int = 0) -> Policy:
         torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
         opt.step()
         sched.step()
-        if log_every and (step % log_every == 0 or step == n - 1):
-            print(f"warmstart step {step} loss {loss.item():.4f} {time.perf_counter() - t0:.1f}s")
+        run.steps = step
+        if step % settings.warmstart_check_every == 0:
+            policy.eval()
+            run.validation = validation_score(policy, domain)
+            run.checks.append((step, run.validation))
+            if log:
+                log(
+                    f"warmstart step {step} loss {loss.item():.4f} validation avg@{CHECK_K} "
+                    f"{run.validation:.3f} (target {run.target}) {time.perf_counter() - t0:.0f}s"
+                )
+            if run.validation >= run.target:
+                run.reached = True
+                break
+    policy.eval()
+    run.seconds = time.perf_counter() - t0
+    return policy, run
+
+
+@dataclass
+class BaseModel:
+    """A loaded base model: the policy, where it came from (``shipped``: the package's own file;
+    ``cached``: built earlier on this machine; ``built``: built by this call) and its file."""
+
+    policy: Policy
+    source: str
+    path: str
+
+    @property
+    def built(self) -> bool:
+        return self.source == "built"
+
+
+def load_policy(settings: LocalSettings, path: Path) -> Policy:
+    """The policy stored at ``path`` (a float16 or float32 ``state_dict``), as float32, eval mode."""
+    blob = torch.load(str(path), map_location="cpu", weights_only=True)
+    policy = Policy(policy_config(settings))
+    policy.load_state_dict({k: v.float() for k, v in blob["state_dict"].items()})
     policy.eval()
     return policy
 
 
-def load_base_model(settings: LocalSettings) -> tuple[Policy, bool, str]:
-    """The cached base model: ``(policy, built_here, cache path)``; builds it at most once."""
+def _build_note(settings: LocalSettings, key: str) -> str:
+    return (
+        f"building a base model for these settings (key {key}; the package ships the default "
+        f"{settings.domain} base only): up to {settings.warmstart_steps} steps, stopping at "
+        f"validation avg@{CHECK_K} {resolved_target(settings)}, typically 2-6 minutes on one "
+        "core; a self-built base can differ from machine to machine (float rounding), the "
+        "shipped one does not"
+    )
+
+
+def load_base_model(settings: LocalSettings, say: Callable[[str], None] = print) -> BaseModel:
+    """The base model for ``settings``: the shipped file when its key matches, else the cached
+    build, else built here (at most once across concurrent processes)."""
     key = warmstart_hash(settings)
+    shipped = shipped_file(settings.domain, key)
+    if shipped is not None:
+        return BaseModel(load_policy(settings, shipped), "shipped", str(shipped))
     root = cache_dir(settings)
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"base-{settings.domain}-{key}.pt"
-    built = False
+    source = "cached"
     with FileLock(str(path) + ".lock"):
         if not path.exists():
-            policy = train_base(settings)
+            say(_build_note(settings, key))
+            policy, run = train_base(settings)
+            say(
+                f"base model built in {run.seconds:.0f}s: {run.steps} steps, validation "
+                f"avg@{CHECK_K} {run.validation if run.validation is not None else 'n/a'}"
+                + ("" if run.reached or run.validation is None else " (target not reached)")
+            )
             tmp = path.with_suffix(f".tmp{os.getpid()}")
             torch.save(
                 {"key": warmstart_key(settings), "state_dict": policy.state_dict()}, str(tmp)
             )
             os.replace(tmp, path)
-            built = True
-    blob = torch.load(str(path), map_location="cpu", weights_only=True)
-    policy = Policy(policy_config(settings))
-    policy.load_state_dict(blob["state_dict"])
-    policy.eval()
-    return policy, built, str(path)
+            source = "built"
+    return BaseModel(load_policy(settings, path), source, str(path))

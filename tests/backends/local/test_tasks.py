@@ -104,7 +104,11 @@ def test_dsl_reward_executes_on_hidden_inputs() -> None:
 def test_no_leakage_between_training_and_benchmarks(domain: str) -> None:
     d = get_domain(domain)
     held = d.heldout_prompts
-    assert len(held) == sum(len(d.benchmark(b)) for b in d.benchmark_names)
+    bench = {p.prompt for b in d.benchmark_names for p in d.benchmark(b)}
+    val = {p.prompt for b in d.benchmark_names for p in d.validation(b)}
+    assert not bench & val  # the warm start stops on prompts that are never reported
+    assert held == bench | val
+    assert len(held) == sum(len(d.benchmark(b)) + len(d.validation(b)) for b in d.benchmark_names)
     rng = random.Random(0)
     train = d.sample_train(rng, 20_000)
     assert not held & {p.prompt for p in train}

@@ -16,8 +16,8 @@ def _start(args: tuple[str, int]) -> tuple[bool, str]:
     cache, seed = args
     torch.set_num_threads(1)
     s = LocalSettings(**TINY, cache_dir=cache, lr=1e-3 * (seed + 1))  # lr does not key the cache
-    _, built, path = load_base_model(s)
-    return built, path
+    base = load_base_model(s)
+    return base.built, base.path
 
 
 def test_hash_depends_only_on_base_model_settings() -> None:
@@ -35,8 +35,9 @@ def test_concurrent_starts_build_once_and_reuse(tmp_path) -> None:
     assert sum(built for built, _ in results) == 1
     assert len({path for _, path in results}) == 1
     # a later start reuses it, and the model is the deterministic warm start
-    policy, built, _ = load_base_model(LocalSettings(**TINY, cache_dir=cache))
-    assert not built
+    base = load_base_model(LocalSettings(**TINY, cache_dir=cache))
+    assert base.source == "cached"
+    policy = base.policy
     files = sorted(p.name for p in (tmp_path / "cache").iterdir())
     assert [f for f in files if f.endswith(".pt")] == [results[0][1].rsplit("/", 1)[1]]
     assert not [f for f in files if ".tmp" in f]
