@@ -4,6 +4,9 @@
     .venv/bin/python benchmarks/base_robustness.py [--domain math] [--seeds 5] [--threads 1 2]
         [--parallel 2] [--json out.json] [--set KEY=VALUE ...]
 
+With ``--json``, each build is appended to the file as it finishes and builds already in it are
+not repeated (a long measurement resumes where it stopped).
+
 Every build is the real ``train_base`` of the default settings (with ``warmstart_seed`` varied),
 in its own process; the spread (max - min of the domain mean) is what docs/testbed.md reports.
 """
@@ -13,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
 import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -65,16 +69,25 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     a = ap.parse_args()
     extra = dict(_parse(kv) for kv in a.set)
-    jobs = [(a.domain, s, t, extra) for s in range(a.seeds) for t in a.threads]
-    rows = []
+    done: list[dict[str, Any]] = []
+    if a.json and os.path.exists(a.json):
+        with open(a.json) as fh:
+            done = json.load(fh)
+    have = {(r["seed"], r["threads"]) for r in done}
+    jobs = [
+        (a.domain, s, t, extra) for s in range(a.seeds) for t in a.threads if (s, t) not in have
+    ]
     with ProcessPoolExecutor(a.parallel, mp_context=mp.get_context("spawn")) as pool:
-        futures = [pool.submit(build_one, *job) for job in jobs]
-        for fut in as_completed(futures):
+        for fut in as_completed([pool.submit(build_one, *job) for job in jobs]):
             r = fut.result()
+            done.append(r)
             print(
                 f"built seed {r['seed']} threads {r['threads']}: mean {r['mean']:.3f}", flush=True
             )
-        rows = [f.result() for f in futures]
+            if a.json:
+                with open(a.json, "w") as fh:
+                    json.dump(done, fh, indent=1)
+    rows = sorted(done, key=lambda r: (r["seed"], r["threads"]))
     names = list(rows[0]["scores"])
     print(f"| seed | threads | steps | validation | {' | '.join(names)} | mean | build s |")
     print("|" + " --- |" * (len(names) + 6))
@@ -90,9 +103,6 @@ def main() -> None:
         f"\ndomain mean over {len(rows)} builds: {statistics.mean(means):.1f} "
         f"(sd {statistics.stdev(means):.1f}), spread max - min {max(means) - min(means):.1f} points"
     )
-    if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(rows, fh, indent=1)
 
 
 if __name__ == "__main__":
