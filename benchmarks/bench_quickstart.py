@@ -8,10 +8,14 @@ fresh working directory, then reads every cell's run back from the sweep's MLflo
   in-process time (``perf/total_s``) split into base model load, evaluation, rollout (sample),
   update and the rest, and CPU seconds of the whole process (``perf/cpu_s``, imports included);
 - parallel efficiency = Σ job wall / (max_concurrent x launch wall): 1.0 means the concurrency
-  slots were never idle; per-job overhead = job wall - in-process time.
+  slots were never idle; per-job overhead = job wall - in-process time;
+- with ``--floor``, the floor measured in the same run: the same cells as bare
+  ``python -m gppo.backends.local --cell ...`` subprocesses (each logging into its own run of a
+  SQLite store, as under the launcher), ``max_concurrent`` at a time, with no Ray and no launcher;
+  the ratio launch wall / floor wall is what Ray jobs, the launcher and its store cost.
 
     .venv/bin/python benchmarks/bench_quickstart.py [--spec configs/quickstart.yaml]
-        [--cache warm|cold] [--workdir DIR] [--json out.json]
+        [--cache warm|cold] [--floor] [--workdir DIR] [--json out.json]
     .venv/bin/python benchmarks/bench_quickstart.py --analyse DIR --wall SECONDS  # a done run
 
 ``--cache cold`` points GPPO_CACHE_DIR at an empty folder, so the first cell builds the base
@@ -31,6 +35,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, os.path.dirname(__file__))
 
@@ -49,6 +54,26 @@ def _launch(spec: Path, workdir: Path, env: dict[str, str]) -> float:
             stderr=log,
             check=True,
         )
+    return time.perf_counter() - t0
+
+
+def _floor(plan: Any, workdir: Path, env: dict[str, str]) -> float:
+    """Wall time of the plan's cells as bare entrypoint subprocesses, max_concurrent at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from gppo.backends.base import get_backend
+
+    uri = f"sqlite:///{workdir / 'floor.db'}"
+
+    def one(cell: Any) -> None:
+        job = get_backend(cell.backend).job(cell)
+        argv = [*job.argv, "--tracking-uri", uri, "--experiment", "floor", "--quiet"]
+        with open(workdir / f"floor-{cell.id}.log", "w") as log:
+            subprocess.run(argv, env={**env, **job.env}, stdout=log, stderr=log, check=True)
+
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(plan.spec.ray.max_concurrent) as pool:
+        list(pool.map(one, plan.cells))
     return time.perf_counter() - t0
 
 
@@ -108,6 +133,7 @@ def main() -> None:
     ap.add_argument("--analyse", help="only analyse the finished run in this directory")
     ap.add_argument("--wall", type=float, help="with --analyse: the launch wall time, s")
     ap.add_argument("--json", help="write the figures as JSON here")
+    ap.add_argument("--floor", action="store_true", help="also time the bare-subprocess floor")
     a = ap.parse_args()
     from gppo.grid import load_plan
 
@@ -132,7 +158,13 @@ def main() -> None:
 
             ensure_base(plan.cells[0].settings.get("domain", "math"), [])
         wall = _launch(spec, workdir, env)
+    floor = None
+    if a.floor and not a.analyse:
+        if a.cache == "cold":  # the floor starts from an empty cache too
+            env["GPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="gppo-cache-cold-")
+        floor = _floor(plan, workdir, env)
     res = analyse(workdir, wall, max_c)
+    res["floor_wall_s"] = floor
     res.update(cache=cache, workdir=str(workdir), load_start=load0, load_end=os.getloadavg())
     ph = res["per_cell_phases_s"]
     print(f"launch wall time           {wall:8.1f} s  (base model cache: {cache})")
@@ -154,6 +186,11 @@ def main() -> None:
     print(
         f"compute efficiency         {res['compute_efficiency']:8.2f}  (in-process / slots x wall)"
     )
+    if floor is not None:
+        print(
+            f"floor: bare subprocesses   {floor:8.1f} s  ({max_c} at a time, no Ray, no launcher)"
+        )
+        print(f"launch / floor             {wall / floor:8.2f}")
     print(f"load average at end        {res['load_end'][0]:8.1f}")
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))

@@ -81,6 +81,7 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
     """Train and evaluate one cell, logging through ``log`` (a RunLogger) when given."""
     import torch
 
+    from gppo.backends.local.base_eval import cached_base_eval
     from gppo.backends.local.evaluate import evaluate
     from gppo.backends.local.objective import make_loss
     from gppo.backends.local.settings import LocalSettings
@@ -107,8 +108,17 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
 
     evals: dict[int, dict[str, float]] = {}
 
+    def measure() -> dict[str, float]:
+        return evaluate(policy, domain, benchmarks, cell.eval_k, s.eval_seed, s.eval_prompts)
+
+    reused = False
+
     def do_eval(step: int) -> None:
-        res = evaluate(policy, domain, benchmarks, cell.eval_k, s.eval_seed, s.eval_prompts)
+        nonlocal reused
+        if step == 0:  # the base model: the same numbers in every cell, computed once
+            res, reused = cached_base_eval(base, s, benchmarks, cell.eval_k, measure)
+        else:
+            res = measure()
         res_all = {M.eval_metric(b, cell.eval_k): v for b, v in res.items()}
         res_all[M.eval_domain_metric(cell.eval_k)] = sum(res.values()) / len(res)
         evals[step] = res_all
@@ -118,7 +128,9 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
             log.log(res_all, step)
             log.flush()
         say(
-            f"[{cell.id}] eval step {step}: " + json.dumps({k: round(v, 3) for k, v in res.items()})
+            f"[{cell.id}] eval step {step}: "
+            + json.dumps({k: round(v, 3) for k, v in res.items()})
+            + (" (the base model's, computed by an earlier cell)" if step == 0 and reused else "")
         )
 
     t_eval0 = time.perf_counter()
@@ -159,6 +171,7 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
         "perf/param_delta_l2": delta**0.5,
         "perf/base_model_s": t_base,
         "perf/eval_s": t_eval,
+        "perf/base_eval_reused": float(reused),
         "perf/train_s": t_train,
         "perf/sample_s": prof.sample_s,
         "perf/update_s": prof.update_s,
@@ -210,7 +223,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--summary-json", help="write a JSON summary (evals, history, perf) here")
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
-
     cell = Cell.from_json(args.cell) if args.cell else cell_from_flags(args)
     run_id = os.environ.get(M.ENV_RUN_ID)
     log = None

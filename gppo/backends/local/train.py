@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 
+from gppo.backends.local.no_dynamo import AdamW
 from gppo.backends.local.policy import Policy, response_log_probs
 from gppo.backends.local.rollout import Rollout, completed, sample
 from gppo.backends.local.settings import LocalSettings
@@ -84,8 +85,8 @@ class Trainer:
         self.prompt_rng = random.Random(f"gppo-local/train/{seed}")
         self.sample_gen = torch.Generator().manual_seed(10_000 + seed)
         self.shuffle_gen = torch.Generator().manual_seed(20_000 + seed)
-        self.opt = torch.optim.AdamW(
-            policy.parameters(), lr=settings.lr, weight_decay=settings.weight_decay
+        self.opt = AdamW(  # torch.optim.AdamW without torch._dynamo's imports
+            policy.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, foreach=True
         )
         self.profile = Profile()
 

@@ -35,6 +35,7 @@ import torch
 from filelock import FileLock
 
 from gppo.backends.local.evaluate import avg_at_k
+from gppo.backends.local.no_dynamo import AdamW
 from gppo.backends.local.policy import Policy, PolicyConfig
 from gppo.backends.local.settings import LocalSettings
 from gppo.backends.local.shipped import shipped_file
@@ -147,7 +148,7 @@ def train_base(
     rng = random.Random(f"warmstart/{settings.warmstart_seed}")
     domain = get_domain(settings.domain)
     policy = Policy(policy_config(settings))
-    opt = torch.optim.AdamW(policy.parameters(), lr=settings.warmstart_lr, weight_decay=0.01)
+    opt = AdamW(policy.parameters(), lr=settings.warmstart_lr, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / WARMUP_STEPS))
     run = WarmstartRun(target=resolved_target(settings))
     t0 = time.perf_counter()
