@@ -16,7 +16,7 @@ fresh working directory, then reads every cell's run back from the sweep's MLflo
 
     .venv/bin/python benchmarks/bench_quickstart.py [--spec configs/quickstart.yaml]
         [--cache warm|cold] [--floor] [--workdir DIR] [--json out.json]
-    .venv/bin/python benchmarks/bench_quickstart.py --analyse DIR --wall SECONDS  # a done run
+    .venv/bin/python benchmarks/bench_quickstart.py --analyse DIR --wall SECONDS [--floor]
 
 ``--cache cold`` points GPPO_CACHE_DIR at an empty folder, so the first cell builds the base
 model (the others wait for it); ``warm`` uses the usual cache (built first if missing, untimed).
@@ -61,9 +61,12 @@ def _floor(plan: Any, workdir: Path, env: dict[str, str]) -> float:
     """Wall time of the plan's cells as bare entrypoint subprocesses, max_concurrent at a time."""
     from concurrent.futures import ThreadPoolExecutor
 
+    from mlflow import MlflowClient
+
     from gppo.backends.base import get_backend
 
     uri = f"sqlite:///{workdir / 'floor.db'}"
+    MlflowClient(uri).create_experiment("floor")  # tables and experiment once: creators race
 
     def one(cell: Any) -> None:
         job = get_backend(cell.backend).job(cell)
@@ -143,13 +146,13 @@ def main() -> None:
     load0 = os.getloadavg()
     print(f"# bench_quickstart: {spec.name}, {len(plan.cells)} cells, {max_c} at a time,")
     print(f"# cpus={os.cpu_count()}, load average at start {load0[0]:.1f} / {load0[1]:.1f}")
+    env = dict(os.environ)
+    env.pop("MLFLOW_TRACKING_URI", None)
     if a.analyse:
         workdir, wall, cache = Path(a.analyse), float(a.wall or "nan"), "as run"
     else:
         workdir = Path(a.workdir or tempfile.mkdtemp(prefix="gppo-quickstart-"))
         workdir.mkdir(parents=True, exist_ok=True)
-        env = dict(os.environ)
-        env.pop("MLFLOW_TRACKING_URI", None)
         cache = a.cache
         if a.cache == "cold":
             env["GPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="gppo-cache-cold-")
@@ -159,7 +162,7 @@ def main() -> None:
             ensure_base(plan.cells[0].settings.get("domain", "math"), [])
         wall = _launch(spec, workdir, env)
     floor = None
-    if a.floor and not a.analyse:
+    if a.floor:
         if a.cache == "cold":  # the floor starts from an empty cache too
             env["GPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="gppo-cache-cold-")
         floor = _floor(plan, workdir, env)

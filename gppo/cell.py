@@ -15,7 +15,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Resources:
-    """What one cell's job holds while it runs (the dispatcher never oversubscribes these)."""
+    """What one cell's job asks Ray for while it runs. Ray places the job where these are free;
+    the launcher itself gates only the number of running cells (``ray.max_concurrent``)."""
 
     num_cpus: float = 1.0
     num_gpus: float = 0.0

@@ -48,7 +48,7 @@ def avg_at(k: int) -> str:
 
 
 def eval_metric(benchmark: str, k: int) -> str:
-    """avg@k on one benchmark, e.g. ``eval/add-hard/avg_at_8``."""
+    """avg@k on one benchmark, e.g. ``eval/add3/avg_at_8``."""
     return f"eval/{benchmark}/{avg_at(k)}"
 
 
@@ -69,7 +69,7 @@ def parse_eval_metric(name: str) -> tuple[str, int] | None:
 
 
 def eval_base_metric(benchmark: str, k: int) -> str:
-    """The base model's avg@k (the step-0 eval) under its own name, e.g. ``eval_base/add-hard/avg_at_8``.
+    """The base model's avg@k (the step-0 eval) under its own name, e.g. ``eval_base/add3/avg_at_8``.
 
     Backends log the step-0 evaluation both as :func:`eval_metric` (step 0) and under this name, so
     a reader gets the base score from the run's latest values without one history call per run.

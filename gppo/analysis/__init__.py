@@ -4,8 +4,8 @@ Modules: ``tidy`` (tidy schema, cell labels, CSV reader), ``collect`` (MLflow ->
 ``table`` (Table 1 model: displayed numbers, ranks, footnotes), ``stats`` (bootstrap CIs,
 probability of improvement, corrected tests), ``render`` (formats), ``aggregate`` (Mean/IQM and
 P(improvement) over benchmarks, rliable's view), ``figures`` (Figure 1 geometry, Figure 2
-dynamics), ``report`` (write everything, attach to the
-sweep's parent run), ``commands`` (``gppo-sweep report`` / ``regions``).
+dynamics), ``report`` (write everything, attach to the sweep's parent run). The commands
+(``gppo-sweep report`` / ``regions``) live in :mod:`gppo.cli.report`.
 """
 
 import importlib

@@ -22,7 +22,14 @@ from gppo.cell import Cell
 
 TABLE_STEM = "table1"
 #: where ``launch`` writes a finished sweep's report, relative to the working directory
+#: the one default folder of reports: ``reports/<sweep id>/`` (``reports/from-csv/`` for CSVs),
+#: the same whether the launcher writes it after a sweep or ``gppo-sweep report`` does
 REPORTS_DIR = Path("reports")
+
+
+def default_out_dir(sweep_id: str | None) -> Path:
+    """``reports/<sweep id>/``, or ``reports/from-csv/`` when there is no sweep."""
+    return REPORTS_DIR / (sweep_id or "from-csv")
 
 
 @dataclass
@@ -40,6 +47,9 @@ class SweepTarget:
 
 @dataclass
 class Report:
+    """What a report wrote: Table 1, the tidy scores it came from, the files (tables, figures,
+    ``report.html``) in ``out_dir``, and whether they were attached to the sweep's parent run."""
+
     table: Table1
     tidy: pd.DataFrame
     files: list[Path]
@@ -47,6 +57,7 @@ class Report:
     attached: bool = False
     warnings: list[str] = field(default_factory=list)
     page: Path | None = None  # report.html (format html): the self-contained report page
+    out_dir: Path | None = None  # where the files are
 
 
 def resolve_spec(path: str | Path) -> SweepTarget:
@@ -151,7 +162,7 @@ def _deltas(cells: Sequence[Cell] | None) -> dict[str, float]:
 def write_report(
     sweep_id: str,
     tracking_uri: str | None = None,
-    out_dir: str | Path = "report",
+    out_dir: str | Path | None = None,
     *,
     expected: Sequence[Cell] | None = None,
     reference: str = "tv/mc",
@@ -168,7 +179,7 @@ def write_report(
     ``spec``: the spec as run, shown on it). Artifacts go to the sweep's parent run under
     ``report/`` when ``attach`` and a parent exists.
     """
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(sweep_id)
     fmts = parse_formats(formats)
     got: Collected = collect(sweep_id, tracking_uri, expected=expected, k=k, reference=reference)
     order = {d: list(benchmarks) for d in got.tidy["domain"].unique()} if benchmarks else None
@@ -184,7 +195,7 @@ def write_report(
             got.tidy, out, curves=curves, deltas=_deltas(expected), reference=reference
         )
         files += paths
-    report = Report(table, got.tidy, files, got.parent_run_id, warnings=warnings)
+    report = Report(table, got.tidy, files, got.parent_run_id, warnings=warnings, out_dir=out)
     if "html" in fmts:
         from gppo.analysis.page import PageInput, write_page
 
@@ -207,7 +218,7 @@ def write_report(
 
 def write_report_for_spec(
     spec: str | Path | SweepTarget,
-    out_dir: str | Path = "report",
+    out_dir: str | Path | None = None,
     *,
     formats: str | Sequence[str] = "all",
     figures: bool = True,
@@ -232,14 +243,14 @@ def write_report_for_spec(
 
 def write_report_from_csv(
     paths: Sequence[str | Path],
-    out_dir: str | Path = "report",
+    out_dir: str | Path | None = None,
     *,
     reference: str = "tv/mc",
     formats: str | Sequence[str] = "all",
     figures: bool = True,
 ) -> Report:
     """Re-render tidy CSV file(s) (see gppo/analysis/tidy.py); raises ReportInputError on bad input."""
-    out = Path(out_dir)
+    out = Path(out_dir) if out_dir is not None else default_out_dir(None)
     fmts = parse_formats(formats)
     tidy = pd.concat([read_scores_csv(p) for p in paths], ignore_index=True)
     table = build_table1(tidy, reference=reference)
@@ -248,7 +259,7 @@ def write_report_from_csv(
     if figures:
         paths_, warnings = write_figures(tidy, out, reference=reference)
         files += paths_
-    report = Report(table, tidy, files, warnings=warnings)
+    report = Report(table, tidy, files, warnings=warnings, out_dir=out)
     if "html" in fmts:
         from gppo.analysis.page import PageInput, write_page
 
@@ -263,4 +274,4 @@ def after_sweep(plan: Any, *, tracking_uri: str, experiment_id: str) -> Report:
     """What ``launch`` does once every cell has finished: Table 1 and the figures in
     ``reports/<sweep id>/``, attached to the sweep's parent MLflow run (the launcher calls it
     inside ``try/except``, so a report that cannot be built never fails a finished sweep)."""
-    return write_report_for_spec(target_of(plan, tracking_uri), REPORTS_DIR / plan.sweep_id)
+    return write_report_for_spec(target_of(plan, tracking_uri), default_out_dir(plan.sweep_id))

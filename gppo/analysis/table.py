@@ -11,8 +11,9 @@ Numbers follow the paper (Table 1, §4.2):
   entry is the mean of the per-seed averages (seeds with every benchmark only) with a bootstrap
   CI stratified over benchmarks; Δ = Avg - Avg_ref in points with its stratified CI; the
   probability of improvement P(cell > ref) (Mann-Whitney U / nm, averaged over benchmarks); a
-  Welch t-test of the per-seed averages against the reference, corrected over the rows of the
-  block (Benjamini-Hochberg by default), ``significant`` when the adjusted p <= ``alpha``;
+  t-test of the per-seed averages against the reference (``test="pooled"``, the default: the
+  within-cell variance pooled over the block's trained rows; ``"welch"``: Welch's), corrected over
+  the rows of the block (Benjamini-Hochberg by default), ``significant`` when the adjusted p <= ``alpha``;
 - ranks: per column, among all rows but the base model, by the displayed mean, highest first,
   competition ranking (ties share a rank, the next rank is skipped: 1, 1, 3). ``highlight=
   "separated"`` (default) keeps ranks 1-3 only where the CI lies above the CI of every entry
@@ -98,7 +99,7 @@ class Row:
     reasons: dict[str, list[int]] = field(default_factory=dict)  # reason -> seeds without result
     delta: Entry = field(default_factory=lambda: Entry(None))  # Avg - Avg_ref, points, CI
     p_improve: float | None = None  # P(cell > reference) over seeds and benchmarks
-    p_value: float | None = None  # Welch t-test of the per-seed averages against the reference
+    p_value: float | None = None  # t-test (Table1.test) of the per-seed averages vs the reference
     p_adjusted: float | None = None  # after the correction over the block's rows
     significant: bool = False
     columns: dict[str, list[float]] = field(default_factory=dict, repr=False)  # bench -> seeds

@@ -8,7 +8,7 @@ column         meaning
 domain         ``math``, ``code``, … (the backend's domain)
 cell           ``DIVERGENCE/ESTIMATOR`` for grid cells (``kl/atomic``), the method name for
                baselines (``gspo``), ``base`` for the base model (the step-0 eval)
-benchmark      benchmark name as logged (``AIME24``, ``add-hard``); empty for a cell with no result
+benchmark      benchmark name as logged (``AIME24``, ``add3``); empty for a cell with no result
 seed           replicate seed (int)
 score          avg@k in [0, 1]; NaN where there is no result
 status         ``finished`` (has a result), ``failed``, ``running`` or ``missing``

@@ -53,7 +53,7 @@ class Backend(ABC):
     reuse_run_on_retry: ClassVar[bool] = False
     #: True when the entrypoint process itself uses ``Job.resources`` (submit it with
     #: entrypoint_num_cpus/num_gpus). False when the entrypoint is a driver that starts its own
-    #: GPU actors (verl): the dispatcher still gates concurrency on ``Job.resources`` but submits
+    #: GPU actors (verl): the launcher still gates the number of running cells (``max_concurrent``) but submits
     #: the entrypoint with no GPUs, or the job's own placement groups could never get them.
     entrypoint_holds_resources: ClassVar[bool] = True
 
@@ -67,6 +67,12 @@ class Backend(ABC):
 
     def known_benchmarks(self, settings: BaseModel) -> tuple[str, ...] | None:
         """Benchmarks the spec may name, or ``None`` when any name is allowed."""
+        return None
+
+    def stall_timeout_s(self, settings: BaseModel) -> float | None:
+        """Default of ``retries.stall_timeout_s`` for a cell with these settings: how long its
+        run may log no new training step (the first one included) before the attempt is
+        stopped and retried. ``None``: no stall detection."""
         return None
 
     @abstractmethod
@@ -85,11 +91,6 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
     """Class decorator adding a backend to the registry under ``cls.name`` (a taken name raises
     :class:`~gppo.errors.DuplicateNameError`)."""
     return BACKENDS.add(cls.name, cls)
-
-
-def known_backends() -> list[str]:
-    """Registered names (built-in ones first, then those of plug-ins in import order)."""
-    return BACKENDS.names()
 
 
 def get_backend(name: str) -> Backend:

@@ -26,7 +26,10 @@ def report(
     format: Annotated[
         str, typer.Option("--format", "-f", help="md | latex | html | csv | all (comma list ok).")
     ] = "all",
-    out: Annotated[Path, typer.Option("--out", "-o", help="Output directory.")] = Path("report"),
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Output directory [default: reports/<sweep id>/]."),
+    ] = None,
     reference: Annotated[
         str | None, typer.Option(help="Reference cell of the relative change (default: spec's).")
     ] = None,
@@ -80,7 +83,7 @@ def report(
         console.print(item)
     for warning in result.warnings:
         console.print(f"warning: {warning}", style="yellow", markup=False)
-    console.print(f"wrote {len(result.files)} file(s) to {out}", markup=False)
+    console.print(f"wrote {len(result.files)} file(s) to {result.out_dir}", markup=False)
     if result.page is not None:
         console.print(f"report page (self-contained HTML): {result.page}", markup=False)
     if result.attached:

@@ -186,6 +186,11 @@ class Retries(_Strict):
     max: int = Field(2, ge=0, le=100)
     backoff_s: float = Field(1.0, ge=0)
     backoff_max_s: float = Field(60.0, ge=0)
+    #: an attempt whose run logs no new training step for this many seconds (counted from its
+    #: submission, then from its latest new step) is stopped and retried like a failure (a hung
+    #: rollout engine, a dead collective). None: the backend's default
+    #: (:meth:`gppo.backends.base.Backend.stall_timeout_s`); 0: never
+    stall_timeout_s: float | None = Field(None, ge=0)
 
 
 class Override(_Strict):

@@ -13,8 +13,10 @@ Two equivalent paths fetch them:
 
 :func:`fetch_records` uses the fast path when the store allows it, else ``search_runs``.
 Lookups over records: :func:`find_sweep_run`, :func:`latest_attempts`, :func:`run_status`.
-Both paths use public APIs only: ``search_runs`` and ``RunData.to_proto`` (for the steps), and a
-read-only SQLAlchemy engine on the client's ``tracking_uri`` with MLflow's table models.
+The slow path uses public APIs only (``search_runs`` and ``RunData.to_proto``, for the steps). The
+fast path reads through a read-only SQLAlchemy engine on the client's ``tracking_uri`` with
+MLflow's table models (``mlflow.store.tracking.dbmodels``), which are MLflow internals, not a
+public API: a test checks that both paths return the same records.
 """
 
 from __future__ import annotations

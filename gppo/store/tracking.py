@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -279,11 +279,6 @@ def latest_metric(run: Any, name: str) -> tuple[float, int] | None:
         if m.key == name:
             return m.value, m.step
     return None
-
-
-def iter_runs(groups: dict[str, list[Any]]) -> Iterable[Any]:
-    for runs in groups.values():
-        yield from runs
 
 
 def log_params(tracking: Tracking, run_id: str, params: dict[str, Any]) -> None:

@@ -28,6 +28,8 @@ class CellStatus:
     run_id: str | None = None
     job_id: str | None = None
     job_status: str | None = None
+    #: why the latest failed attempt of this cell failed (first line of ``gppo.failure``)
+    last_failure: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -75,6 +77,11 @@ def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
         run = done[-1] if done else runs[-1]
         sid = run.data.tags.get(M.TAG_RAY_JOB_ID, "")
         st = CellStatus(cell.id, "pending", attempt_of(run), run_id=run.info.run_id, job_id=sid)
+        failed = [r for r in runs if r.info.status in ("FAILED", "KILLED")]
+        if failed:
+            st.last_failure = (failed[-1].data.tags.get(M.TAG_FAILURE) or "").strip().split("\n")[
+                0
+            ] or None
         got = latest_metric(run, M.TRAIN_SCORE)
         if got:
             st.score, st.step = got

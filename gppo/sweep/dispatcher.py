@@ -226,8 +226,8 @@ def entrypoint_resources(cell: Cell, job: Job) -> dict[str, Any]:
 
     A backend whose entrypoint only drives workers of its own (verl starts its GPU actors
     itself) declares ``entrypoint_holds_resources = False``: its entrypoint is submitted with
-    no GPUs, or verl's placement groups could never get them. Concurrency is still gated on the
-    cell's full resources by the launcher (``max_concurrent``).
+    no GPUs, or verl's placement groups could never get them. The launcher gates only the number
+    of running cells (``max_concurrent``), not their resources: size it to the cluster.
     """
     res = job.resources
     # custom resources pin the entrypoint to the nodes that have them (whatever the backend)

@@ -78,6 +78,9 @@ class CellState:
     step: int | None = None
     score: float | None = None
     note: str = ""
+    #: when the current attempt last made progress (submitted, or logged a new step): time.time()
+    progress_at: float = 0.0
+    stall_note: str = ""  # set when the launcher stopped the attempt as stalled
 
 
 @dataclass
@@ -253,6 +256,7 @@ class Launcher:
             if time.monotonic() - last_metrics >= self.metrics_every_s:
                 self._refresh_metrics(ctx, cells)
                 last_metrics = time.monotonic()
+                self._stop_stalled(disp, cells)
             self.on_update(result)
             active = [c for c in cells.values() if c.state in (PENDING, WAITING, RUNNING, ENDING)]
             if not active:
@@ -325,9 +329,9 @@ class Launcher:
         att = st.current
         assert att is not None
         lost = att.status == "LOST"
-        outcome = disp.finish(
-            att, "FAILED" if lost else att.status, note="job disappeared" if lost else ""
-        )
+        note = st.stall_note or ("job disappeared" if lost else "")
+        st.stall_note = ""
+        outcome = disp.finish(att, "FAILED" if lost else att.status, note=note)
         st.current = None
         if outcome == FINISHED:
             st.state = DONE
@@ -377,6 +381,7 @@ class Launcher:
             return
         self._answered(ctx)
         st.attempt, st.current, st.state, st.step, st.score = att.attempt, att, RUNNING, None, None
+        st.progress_at = time.time()
 
     def _refresh_metrics(self, ctx: SweepContext, cells: dict[str, CellState]) -> None:
         for st in cells.values():
@@ -387,7 +392,38 @@ class Launcher:
                     continue
                 got = latest_metric(run, M.TRAIN_SCORE)
                 if got is not None:
+                    if st.step is None or got[1] > st.step:
+                        st.progress_at = time.time()
                     st.score, st.step = got[0], got[1]
+
+    def stall_timeout_s(self, cell: Cell) -> float:
+        """``retries.stall_timeout_s``, else the backend's default for the cell; 0: never."""
+        if self.retries.stall_timeout_s is not None:
+            return self.retries.stall_timeout_s
+        settings = self.backend.validate_settings(cell.settings)
+        return self.backend.stall_timeout_s(settings) or 0.0
+
+    def _stop_stalled(self, disp: Dispatcher, cells: dict[str, CellState]) -> None:
+        """Stop each attempt that has logged no new training step for its stall timeout; it
+        then ends FAILED (tag ``gppo.failure``: stalled ...) and is retried like any failure."""
+        now = time.time()
+        for st in cells.values():
+            limit = self.stall_timeout_s(st.cell) if st.state == RUNNING else 0.0
+            if not limit or st.current is None or now - st.progress_at < limit:
+                continue
+            att = st.current
+            since = "its submission" if st.step is None else f"step {st.step}"
+            note = (
+                f"stalled: no new training step for {now - st.progress_at:.0f} s since {since} "
+                f"(retries.stall_timeout_s = {limit:g}); attempt stopped"
+            )
+            log.warning("%s attempt %d %s", st.cell.id, att.attempt, note)
+            try:
+                disp.stop(att.submission_id)
+            except OSError:  # no answer: the cluster-silence path takes over
+                continue
+            att.status, st.stall_note = "FAILED", note
+            self._end(disp, st)  # FAILED with the note: retried like any failure
 
     # -- endings ---------------------------------------------------------------------------------
     def _interrupt(self, ctx: SweepContext, disp: Dispatcher, result: LaunchResult) -> None:

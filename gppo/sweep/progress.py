@@ -64,7 +64,9 @@ def launch_view(result: Any, max_rows: int = 20, eta_s: float | None = None) -> 
 
 def status_table(rows: list[Any]) -> Table:
     table = Table(title="cells")
-    for col in ("cell", "state", "attempt", "step", "train score", "eval", "run id"):
+    notes = any(getattr(r, "last_failure", None) for r in rows)
+    cols = ("cell", "state", "attempt", "step", "train score", "eval", "run id")
+    for col in (*cols, "last failure") if notes else cols:
         table.add_column(col)
     styles = {
         "done": "green",
@@ -82,6 +84,7 @@ def status_table(rows: list[Any]) -> Table:
             _fmt(r.score),
             _fmt(r.eval_score),
             r.run_id or "-",
+            *([r.last_failure or ""] if notes else []),
         )
     return table
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from gppo.grid.plan import Plan
 from gppo.store.tracking import Tracking
@@ -118,7 +117,3 @@ def read_sweep(plan: Plan) -> tuple[Tracking, str] | None:
     tracking = Tracking(uri)
     exp = tracking.experiment_id(plan.spec.experiment, create=False)
     return None if exp is None else (tracking, exp)
-
-
-def runs_by_cell(tracking: Tracking, experiment_id: str, sweep_id: str) -> dict[str, list[Any]]:
-    return tracking.cell_runs(experiment_id, sweep_id)

@@ -143,3 +143,14 @@ def test_regions_unknown_divergence_exits_2(tmp_path):
     result = runner.invoke(app, ["regions", "-d", "nope", "-o", str(tmp_path / "f.png")])
     assert result.exit_code == 2
     assert result.output.startswith("unknown divergence 'nope'") and "tv" in result.output
+
+
+def test_report_default_folder_is_the_one_the_launcher_uses(tmp_path, monkeypatch):
+    from gppo.analysis.report import REPORTS_DIR
+
+    monkeypatch.chdir(tmp_path)
+    args = ["report", "--from-csv", str(PAPER_CSV), "--format", "csv", "--no-figures"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / REPORTS_DIR / "from-csv" / "table1.csv").exists()
+    assert "reports/from-csv" in result.output

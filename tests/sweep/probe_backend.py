@@ -23,6 +23,7 @@ class ProbeSettings(BaseModel):
     fail_times: int = 0  # the first N attempts of the cell fail (counted in marker_dir)
     always_fail: bool = False
     no_finish: bool = False  # exit 0 without the gppo.finished tag
+    hang_times: int = 0  # the first N attempts hang (alive, silent) after logging step 1
     marker_dir: str | None = None  # attempts and start/end times are written here
     note: str = ""  # echoed back into the run (injection tests)
 

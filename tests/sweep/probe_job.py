@@ -41,6 +41,9 @@ def main() -> int:
     for step in range(1, s["steps"] + 1):
         time.sleep(s.get("sleep_s", 0.0))
         log_metrics(client, run_id, {M.TRAIN_SCORE: step / 10, M.ENTROPY: 1.0}, step=step)
+        if step == 1 and attempt <= s.get("hang_times", 0):
+            print("probe hanging on purpose", flush=True)
+            time.sleep(90)  # a hung engine: alive, logging nothing (longer than any test waits)
     evals = {key: 0.5 for key in evals}
     log_metrics(client, run_id, evals, step=s["steps"])
     retry_locked(lambda: client.set_tag(run_id, "probe.note", s.get("note", "")))

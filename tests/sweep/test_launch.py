@@ -188,3 +188,53 @@ def test_backend_that_reuses_its_run_on_retry(tmp_path, ray_cluster):
     (run,) = cell_runs(runs)["kl-mc-s0"]  # one run across both attempts
     assert run.info.status == "FINISHED" and run.data.tags[M.TAG_ATTEMPT] == "2"
     assert run.data.tags[M.TAG_RAY_JOB_ID].endswith("-a2")
+
+
+def test_a_stalled_attempt_is_stopped_and_retried(tmp_path, ray_cluster):
+    """An attempt that logs no new step for retries.stall_timeout_s is stopped, ends FAILED with
+    the reason, and the retry finishes; the log names the stall."""
+    import logging
+
+    spec = write_spec(
+        tmp_path,
+        ray_cluster.address,
+        name="stall",
+        grid={"divergences": ["tv"], "estimators": ["mc"]},
+        probe={"steps": 3, "marker_dir": str(tmp_path / "m"), "hang_times": 1},
+        retries={"max": 1, "backoff_s": 0.2, "stall_timeout_s": 4},
+    )
+    plan = load_plan(spec)
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda rec: records.append(rec.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("gppo.sweep.launch").addHandler(handler)
+    try:
+        t0 = time.monotonic()
+        result = Launcher(plan, poll_s=0.5, metrics_every_s=0.5).run()
+        took = time.monotonic() - t0
+    finally:
+        logging.getLogger("gppo.sweep.launch").removeHandler(handler)
+    assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
+    assert took < 60  # not the probe's hour-long hang
+    _, runs = runs_of(plan, f"sqlite:///{tmp_path}/mlflow.db")
+    runs = sorted(cell_runs(runs)["tv-mc-s0"], key=lambda r: int(r.data.tags[M.TAG_ATTEMPT]))
+    assert [r.info.status for r in runs] == ["FAILED", "FINISHED"]
+    failure = runs[0].data.tags[M.TAG_FAILURE]
+    assert "stalled: no new training step" in failure and "since step 1" in failure
+    assert "probe hanging on purpose" in failure  # the log's tail comes with it
+    assert any("tv-mc-s0 attempt 1 stalled" in line for line in records)
+    (row,) = sweep_status(plan)
+    assert row.state == "done" and row.last_failure.startswith("stalled: no new training step")
+
+
+def test_stall_timeout_defaults_come_from_the_backend(tmp_path):
+    from gppo.backends.base import get_backend
+    from gppo.backends.local.settings import LocalSettings
+
+    local = get_backend("local")
+    assert local.stall_timeout_s(LocalSettings()) >= 600 + 0.3 * LocalSettings().warmstart_steps
+    plan = load_plan(write_spec(tmp_path, None, name="nostall"))
+    assert Launcher(plan).stall_timeout_s(plan.cells[0]) == 0.0  # the probe backend: never
+    spec = write_spec(tmp_path, None, name="stall", retries={"stall_timeout_s": 7})
+    plan = load_plan(spec)
+    assert Launcher(plan).stall_timeout_s(plan.cells[0]) == 7.0

@@ -28,6 +28,12 @@ class LocalBackend(Backend):
     def known_benchmarks(self, settings: BaseModel) -> tuple[str, ...] | None:
         return self.default_benchmarks(settings)
 
+    def stall_timeout_s(self, settings: BaseModel) -> float | None:
+        """10 minutes between steps; before the first one, also the longest base-model build
+        (``warmstart_steps`` at about 0.3 s a step on one slow core)."""
+        s = LocalSettings.model_validate(settings)
+        return 600.0 + 0.3 * s.warmstart_steps
+
     def job(self, cell: Cell) -> Job:
         argv = (sys.executable, "-m", self.entrypoint_module, "--cell", cell.to_json())
         env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -86,7 +86,7 @@ class Trainer:
         self.sample_gen = torch.Generator().manual_seed(10_000 + seed)
         self.shuffle_gen = torch.Generator().manual_seed(20_000 + seed)
         self.opt = AdamW(  # torch.optim.AdamW without torch._dynamo's imports
-            policy.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, foreach=True
+            policy.parameters(), lr=settings.lr, weight_decay=settings.weight_decay
         )
         self.profile = Profile()
 

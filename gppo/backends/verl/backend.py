@@ -80,6 +80,11 @@ class VerlBackend(Backend):
     def known_benchmarks(self, settings: VerlSettings) -> tuple[str, ...]:
         return tuple(settings.val_files)
 
+    def stall_timeout_s(self, settings: VerlSettings) -> float | None:
+        """An hour: between two logged steps verl may load the model, start vLLM, run a
+        validation pass (every ``eval_every`` steps) and save a checkpoint (``save_every``)."""
+        return 3600.0
+
     def job(self, cell: Cell) -> Job:
         settings = VerlSettings.model_validate(cell.settings)
         bad = sorted(set(settings.env) & (VERL_RESERVED_ENV | DISPATCHER_ENV))

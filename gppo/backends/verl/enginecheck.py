@@ -15,7 +15,7 @@ model puts every token outside the region and every gradient is zero.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -162,8 +162,3 @@ def relative_grad_error(a: dict[str, Tensor], b: dict[str, Tensor]) -> float:
 
 def grad_abs_sum(grads: dict[str, Tensor]) -> float:
     return sum(float(g.abs().sum()) for g in grads.values())
-
-
-def with_agg_mode(actor_config: Any, mode: str) -> Any:
-    """The actor config with another ``loss_agg_mode`` (verl re-validates it)."""
-    return replace(actor_config, loss_agg_mode=mode)
