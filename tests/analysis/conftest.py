@@ -11,6 +11,8 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from gppo import metrics as M
+from gppo.cell import Cell
+from gppo.store.tracking import cell_tags
 
 DATA = Path(__file__).parent / "data"
 
@@ -50,17 +52,21 @@ class Store:
         k: int = 8,
     ) -> str:
         cid = f"{divergence}-{estimator}-s{seed}" if method == "gppo" else f"{method}-s{seed}"
+        cell = Cell(
+            id=cid,
+            method=method,
+            divergence=divergence,
+            estimator=estimator,
+            delta=None,
+            seed=seed,
+            settings={"domain": domain},
+            eval_k=k,
+        )
+        # the production writer's tags (gppo.store.tracking.cell_tags), never hand-written ones
         tags = {
+            **cell_tags(cell, attempt=attempt),
             M.PARENT_RUN_TAG: self.parent,
-            M.TAG_ROLE: M.ROLE_CELL,
             M.TAG_SWEEP_ID: self.sweep_id,
-            M.TAG_CELL_ID: cid,
-            M.TAG_METHOD: method,
-            M.TAG_DIVERGENCE: str(divergence),
-            M.TAG_ESTIMATOR: str(estimator),
-            M.TAG_SEED: str(seed),
-            M.TAG_ATTEMPT: str(attempt),
-            M.TAG_DOMAIN: domain,
         }
         if finished:
             tags[M.TAG_FINISHED] = "true"

@@ -69,4 +69,17 @@ def test_quickstart_launch_trains_local_cells_under_its_own_ray_head(tmp_path) -
         # trained from the shipped base (8 prompts per benchmark: within sampling noise of it)
         base = client.get_metric_history(run.info.run_id, M.eval_domain_metric(8))
         assert abs(min(base, key=lambda m: m.step).value - base_mean) < 0.15
-    assert not (tmp_path / "empty-cache").exists() or not any((tmp_path / "empty-cache").iterdir())
+        step0 = [m.value for m in base if m.step == 0]
+        assert len(step0) == 1
+    # nothing warm-started (the shipped base); the base's step-0 evaluation is computed by the
+    # first cell(s) and read by the later ones, with the same numbers
+    assert list((tmp_path / "empty-cache").glob("base-*.pt")) == []
+    reused = [run.data.metrics["perf/base_eval_reused"] for run in cells.values()]
+    assert 1.0 in reused and 0.0 in reused, reused
+    step0_means = {
+        min(
+            client.get_metric_history(r.info.run_id, M.eval_domain_metric(8)), key=lambda m: m.step
+        ).value
+        for r in cells.values()
+    }
+    assert len(step0_means) == 1, step0_means
