@@ -38,10 +38,15 @@ def masked_sum(values: Tensor, mask: Tensor, axis: int | None = None) -> Tensor:
     """verl's masked_sum: values outside the mask (even nan) contribute 0.
 
     The same value as verl's where(mask, values, 0) * mask; the torch.where (slow on CPU) is
-    only taken when some value is not finite.
+    only taken when some value is not finite. That shows in the sum itself, so no separate
+    isfinite pass over (B, T) is needed: a nan or inf anywhere in ``values`` (also where the
+    mask is 0: inf * 0 = nan) makes ``(values * mask).sum()`` non-finite. A finite sum is
+    therefore the fast path's exact answer, and a sum that overflowed from finite values is the
+    same inf on the slow path.
     """
-    if bool(torch.isfinite(values).all()):
-        return (values * mask).sum(axis)
+    out = (values * mask).sum(axis)
+    if bool(torch.isfinite(out).all()):
+        return out
     return (torch.where(mask.bool(), values, 0.0) * mask).sum(axis)
 
 
