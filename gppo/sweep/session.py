@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gppo.grid.plan import Plan
+from gppo.grid.schema import LocalHead
 from gppo.store.tracking import Tracking
 from gppo.store.uri import resolve_tracking_uri, state_root
 from gppo.sweep.cluster import Cluster, ensure_cluster, stop_local_head
@@ -80,6 +81,7 @@ def open_session(
     *,
     address: str | None = None,
     start_cluster: bool = True,
+    local_head: LocalHead | None = None,
 ) -> Session:
     """Create the store's schema, the experiment and the parent run; attach/start Ray."""
     tracking = Tracking(tracking_uri)
@@ -90,7 +92,7 @@ def open_session(
     assert parent is not None
     state_dir = state_dir_of(tracking_uri, sweep_id)
     state_dir.mkdir(parents=True, exist_ok=True)
-    cluster = ensure_cluster(address, state_dir, start=start_cluster)
+    cluster = ensure_cluster(address, state_dir, start=start_cluster, local_head=local_head)
     return Session(sweep_id, tracking, exp, parent, state_dir, cluster)
 
 
@@ -105,6 +107,7 @@ def open_sweep(
         plan.sweep_id,
         address=address or spec.ray.address,
         start_cluster=start_cluster,
+        local_head=spec.ray.local_head,
     )
     return SweepContext(**vars(session), plan=plan)
 

@@ -26,9 +26,11 @@ against verl's config classes when verl is installed on the launching machine.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from typing import ClassVar
 
 from gppo.backends.base import Backend, Job, register_backend
+from gppo.backends.verl.cpu import CPU_ENV
 from gppo.backends.verl.overrides import cell_overrides
 from gppo.backends.verl.settings import DOMAIN_BENCHMARKS, VerlSettings
 from gppo.cell import Cell, Resources
@@ -75,15 +77,24 @@ class VerlBackend(Backend):
     entrypoint_holds_resources: ClassVar[bool] = False
 
     def default_benchmarks(self, settings: VerlSettings) -> tuple[str, ...]:
-        return tuple(b for b in DOMAIN_BENCHMARKS[settings.domain] if b in settings.val_files)
+        files = settings.benchmark_files
+        domain = tuple(b for b in DOMAIN_BENCHMARKS[settings.domain] if b in files)
+        return domain or tuple(files)
 
     def known_benchmarks(self, settings: VerlSettings) -> tuple[str, ...]:
-        return tuple(settings.val_files)
+        return tuple(settings.benchmark_files)
 
     def stall_timeout_s(self, settings: VerlSettings) -> float | None:
         """An hour: between two logged steps verl may load the model, start vLLM, run a
         validation pass (every ``eval_every`` steps) and save a checkpoint (``save_every``)."""
         return 3600.0
+
+    def prepare(self, settings: VerlSettings) -> None:
+        """``smoke_assets: true``: build the tiny model and data once (a few seconds)."""
+        if settings.smoke_assets:
+            from gppo.backends.verl.cpu.smoke import build_smoke_assets
+
+            build_smoke_assets()
 
     def job(self, cell: Cell) -> Job:
         settings = VerlSettings.model_validate(cell.settings)
@@ -102,8 +113,9 @@ class VerlBackend(Backend):
             except VerlConfigError as exc:
                 raise VerlConfigError(f"cell {cell.id}: {exc}") from None
         benchmarks = cell.benchmarks or self.default_benchmarks(settings)
+        python = settings.python or (sys.executable if settings.cpu else "python")
         argv = (
-            settings.python,
+            python,
             "-m",
             self.entrypoint_module,
             "--benchmarks",
@@ -116,6 +128,8 @@ class VerlBackend(Backend):
             *overrides,
         )
         env = {**settings.env, "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
+        if settings.cpu:
+            env = {**CPU_ENV, **env}
         resources = Resources(
             num_cpus=cell.resources.num_cpus,
             num_gpus=float(settings.n_gpus),

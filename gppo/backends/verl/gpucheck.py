@@ -121,12 +121,12 @@ def bench_losses(b: int, t: int, device: str, repeats: int = 10) -> list[dict[st
 def engine_section(device: str) -> dict[str, Any]:
     """One bf16 engine step on a small random Qwen2 with loss mode gppo (needs verl)."""
     from gppo.backends.verl import enginecheck as ec
-    from gppo.backends.verl.cpu_platform import (
+    from gppo.backends.verl.cpu.platform import (
         build_engine,
         init_single_process_group,
         install_cpu_platform,
-        tiny_causal_lm,
     )
+    from gppo.backends.verl.cpu.tiny import tiny_causal_lm
 
     if device == "cpu":
         install_cpu_platform()

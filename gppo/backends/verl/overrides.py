@@ -132,20 +132,21 @@ def _plain(value: Any) -> Any:
 def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
     """All overrides of one cell, in a stable order, as ``{key: value}`` (``+key`` adds a key)."""
     s = settings
-    benchmarks = cell.benchmarks or tuple(s.val_files)
-    missing = [b for b in benchmarks if b not in s.val_files]
+    files = s.benchmark_files
+    benchmarks = cell.benchmarks or tuple(files)
+    missing = [b for b in benchmarks if b not in files]
     if missing:
         raise OverrideError(
             f"cell {cell.id}: no val_files entry for benchmark(s) {', '.join(missing)}; "
-            f"configured: {', '.join(s.val_files)}"
+            f"configured: {', '.join(files)}"
         )
     ov: dict[str, Any] = {
         # algorithm: GRPO advantages, no KL anywhere (the paper trains without a KL term)
         "algorithm.adv_estimator": "grpo",
         "algorithm.use_kl_in_reward": False,
         # data
-        "data.train_files": [s.train_file],
-        "data.val_files": [s.val_files[b] for b in benchmarks],
+        "data.train_files": [s.train],
+        "data.val_files": [files[b] for b in benchmarks],
         "data.train_batch_size": s.prompts_per_step,
         "data.max_prompt_length": s.max_prompt_length,
         "data.max_response_length": s.max_response_length,
@@ -153,7 +154,7 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         "data.truncation": "error",
         "data.seed": cell.seed,
         # model
-        "actor_rollout_ref.model.path": s.model_path,
+        "actor_rollout_ref.model.path": s.model,
         "actor_rollout_ref.model.use_remove_padding": True,
         "actor_rollout_ref.model.enable_gradient_checkpointing": True,
         # actor: optimiser and batch shape
@@ -207,7 +208,31 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         "trainer.logger": ["console", "mlflow"],
     }
     ov.update(_loss_overrides(cell))
+    if s.cpu:
+        ov.update(CPU_OVERRIDES)
     return ov
+
+
+#: What a verl CPU run (``verl.cpu: true``) changes beside the cell's own settings: no CUDA
+#: kernels, compile, sleep mode or CUDA-IPC weight sync; one process for each of the rollout
+#: agent, reward and data loader (2 cores); vLLM's batch bounded for a small KV cache. The Ray
+#: resources are the cluster's (the launcher's local head gets fake GPUs: ``ray.local_head``).
+CPU_OVERRIDES: dict[str, Any] = {
+    "trainer.device": "cpu",
+    "trainer.use_v1": False,  # the v1 trainer needs TransferQueue, not in the CPU environment
+    f"{ACTOR}.strategy": "fsdp2",
+    f"{ACTOR}.use_torch_compile": False,
+    "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
+    f"{ROLLOUT}.enforce_eager": True,
+    f"{ROLLOUT}.free_cache_engine": False,
+    f"+{ROLLOUT}.enable_sleep_mode": False,
+    f"{ROLLOUT}.max_num_seqs": 16,
+    f"{ROLLOUT}.max_num_batched_tokens": 1024,
+    f"{ROLLOUT}.agent.num_workers": 1,
+    f"{ROLLOUT}.checkpoint_engine.update_weights_bucket_megabytes": 16,
+    "reward.num_workers": 1,
+    "data.dataloader_num_workers": 0,
+}
 
 
 _BARE = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./-]*$")

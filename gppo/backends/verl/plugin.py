@@ -22,9 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import torch
-from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss
-from verl.workers.config import PolicyLossConfig
+from gppo.backends.verl import cpu as _cpu_mode
+
+_cpu_mode.activate_if_requested()  # before verl asks for its platform (VERL_PLATFORM=cpu only)
+
+import torch  # noqa: E402
+from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss  # noqa: E402
+from verl.workers.config import PolicyLossConfig  # noqa: E402
 
 __all__ = ["GPPOPolicyLossConfig", "compute_policy_loss_gppo"]
 

@@ -9,7 +9,8 @@ verl scorer to use and returns verl's dict form ``{"score", "acc"}``:
 
 * math: verl's ``math_dapo`` scorer (DAPO's answer matching; score ±1, acc 0/1);
 * code: verl's code scorer (``prime_code``, or sandbox fusion when configured); the reward and
-  ``acc`` are 1 only when every test case passes (verifiable 0/1 reward).
+  ``acc`` are 1 only when every test case passes (verifiable 0/1 reward);
+* ``smoke`` (the verl CPU smoke preset, :mod:`gppo.backends.verl.cpu.smoke`): :func:`smoke_score`.
 """
 
 from __future__ import annotations
@@ -30,8 +31,19 @@ SCORER_OF: dict[str, str] = {
     "codecontests": "codecontests",
     "taco": "taco",
     "apps": "apps",
+    # smoke runs (verl CPU mode): scored here, not by verl
+    "smoke": "smoke",
 }
 CODE_SCORERS = frozenset({"codeforces", "codecontests", "taco", "apps"})
+
+
+def smoke_score(solution_str: str, ground_truth: str) -> dict[str, float]:
+    """The smoke reward: ``score`` is the share of the response's characters that are ASCII
+    digits or spaces (in [0, 1]), so two samples of a random policy almost never score the same
+    and a group's advantages are non-zero; ``acc`` is 1 when the response contains the answer."""
+    text = solution_str or ""
+    share = sum(ch.isdigit() or ch == " " for ch in text) / max(len(text), 1)
+    return {"score": float(share), "acc": float(str(ground_truth) in text)}
 
 
 def compute_score(
@@ -42,14 +54,16 @@ def compute_score(
     **kwargs: Any,
 ) -> dict[str, float]:
     """Score one response; ``{"score": reward, "acc": 0 or 1}``."""
-    from verl.utils.reward_score import default_compute_score
-
     try:
         scorer = SCORER_OF[data_source]
     except KeyError:
         raise ValueError(
             f"no scorer for data_source {data_source!r}; known: {', '.join(sorted(SCORER_OF))}"
         ) from None
+    from verl.utils.reward_score import default_compute_score
+
+    if scorer == "smoke":
+        return smoke_score(solution_str, ground_truth)
     result = default_compute_score(scorer, solution_str, ground_truth, extra_info, **kwargs)
     score = float(result["score"]) if isinstance(result, dict) else float(result)
     if scorer in CODE_SCORERS:

@@ -15,6 +15,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gppo.backends.verl.cpu.smoke import SMOKE_SOURCE, SmokeAssets, assets_root
+
 #: Evaluation benchmarks per domain (the paper's Table 1 columns), in report order.
 DOMAIN_BENCHMARKS: dict[str, tuple[str, ...]] = {
     "math": ("aime24", "aime25", "brumo25", "smt25"),
@@ -30,12 +32,20 @@ class VerlSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     domain: Literal["math", "code"] = "math"
+    #: CPU mode (smoke runs and pre-flight on a laptop or in CI, not training): verl's trainer
+    #: and vLLM's CPU build on CPUs, with the environment and overrides of
+    #: :mod:`gppo.backends.verl.cpu`. Needs the CPU environment (``scripts/verl-cpu-env.sh``).
+    cpu: bool = False
+    #: Train the smoke assets the project builds (a tiny random Qwen2 and arithmetic data with
+    #: the ``smoke`` reward, :mod:`gppo.backends.verl.cpu.smoke`) instead of ``model_path``,
+    #: ``train_file`` and ``val_files``, which must then be left out.
+    smoke_assets: bool = False
     #: Local path (on every node) of the base model, e.g. /shared/models/Qwen3-8B-Base.
-    model_path: str = Field(min_length=1)
+    model_path: str | None = Field(None, min_length=1)
     #: Training parquet written by ``gppo-sweep data prepare`` (DAPO-Math-17k / Eurus-Code-25k).
-    train_file: str = Field(min_length=1)
+    train_file: str | None = Field(None, min_length=1)
     #: One parquet file per evaluation benchmark, keyed by benchmark (= data_source) name.
-    val_files: dict[str, str] = Field(min_length=1)
+    val_files: dict[str, str] = Field(default_factory=dict)
 
     # --- cluster shape -----------------------------------------------------------------------
     nnodes: int = Field(1, ge=1)
@@ -73,11 +83,29 @@ class VerlSettings(BaseModel):
     project_name: str = "gppo"
 
     #: Python of the cluster's nodes (with gppo-sweep and verl installed) that runs the job.
-    python: str = Field("python", min_length=1)
+    #: None: ``python`` on the nodes' PATH; in CPU mode, the launcher's own interpreter.
+    python: str | None = Field(None, min_length=1)
     #: Extra environment for the job (exported into every Ray worker of the cell).
     env: dict[str, str] = Field(default_factory=dict)
     #: Raw Hydra overrides appended last, e.g. ["actor_rollout_ref.rollout.enforce_eager=true"].
     extra_overrides: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check_paths(self) -> VerlSettings:
+        given = [k for k in ("model_path", "train_file") if getattr(self, k)]
+        if self.val_files:
+            given.append("val_files")
+        if self.smoke_assets and given:
+            raise ValueError(
+                f"smoke_assets: true builds its own model and data; drop {', '.join(given)}"
+            )
+        missing = [k for k in ("model_path", "train_file", "val_files") if k not in given]
+        if not self.smoke_assets and missing:
+            raise ValueError(
+                f"{', '.join(missing)} required (or smoke_assets: true for the built tiny model "
+                "and data)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _check_shape(self) -> VerlSettings:
@@ -91,6 +119,29 @@ class VerlSettings(BaseModel):
                 "prompts_per_step * group_size must be divisible by nnodes * gpus_per_node"
             )
         return self
+
+    @property
+    def assets(self) -> SmokeAssets | None:
+        """The smoke assets this cell trains on (``smoke_assets: true``), else None."""
+        return SmokeAssets(assets_root()) if self.smoke_assets else None
+
+    @property
+    def model(self) -> str:
+        """The base model's directory."""
+        assets = self.assets
+        return str(assets.model_dir) if assets else str(self.model_path)
+
+    @property
+    def train(self) -> str:
+        """The training parquet."""
+        assets = self.assets
+        return str(assets.train_file) if assets else str(self.train_file)
+
+    @property
+    def benchmark_files(self) -> dict[str, str]:
+        """``{benchmark: parquet}`` of the evaluation sets."""
+        assets = self.assets
+        return {SMOKE_SOURCE: str(assets.val_file)} if assets else dict(self.val_files)
 
     @property
     def n_gpus(self) -> int:

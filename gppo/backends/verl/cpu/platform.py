@@ -1,25 +1,107 @@
-"""Run verl's FSDP training engine in one process: a CPU platform for verl's platform layer,
-a single-rank process group, and a tiny random causal LM (nothing downloaded).
+"""verl on a machine without a GPU: a CPU platform for verl's platform layer, a single-rank
+process group, and verl's FSDP engine built on a local model.
 
 verl 0.9 has no CPU platform and falls back to ``nvidia``; its platform layer lets a caller
-install one (``verl.plugin.platform.platform_manager.set_platform``). :class:`CPUPlatform` is
-that platform: device ``cpu``, module ``torch.cpu``, collectives over ``gloo``. Install it with
-:func:`install_cpu_platform` before ``verl.workers.engine.fsdp`` is imported (that module reads
-the device name at import time). On a GPU machine none of this is needed: verl's own CUDA
-platform is used and :func:`init_single_process_group` picks ``nccl``.
+register one (``PlatformRegistry.register``, chosen with ``VERL_PLATFORM=cpu``) or install one
+(``platform_manager.set_platform``). :class:`CPUPlatform` is that platform: device ``cpu``,
+collectives over ``gloo``, and a device module (:data:`CPU_DEVICE`) with the ``torch.cuda``-style
+calls verl makes. Install it with :func:`install_cpu_platform` (one process, no Ray) before
+``verl.workers.engine.fsdp`` is imported (that module reads the device name at import time); for
+the whole trainer, :mod:`gppo.backends.verl.cpu` registers it in every process. On a GPU machine
+none of this is loaded: verl's own CUDA platform is used and :func:`init_single_process_group`
+picks ``nccl``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import resource
 import sys
+import types
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from gppo.errors import BackendError
+
+PLATFORM_NAME = "cpu"
+
+
+class _CPUDeviceModule(types.ModuleType):
+    """``torch.cpu`` plus the ``torch.cuda``-style calls verl makes on its device module
+    (``get_torch_device()``): memory statistics on every training step
+    (``verl/workers/engine_workers.py:219-220``), the device name of its flops counter
+    (``utils/flops_counter.py:80``), cache and IPC calls of the weight sync
+    (``workers/rollout/vllm_rollout/bucketed_weight_transfer.py:220-221``), RNG state of the
+    checkpoint manager (``utils/checkpoint/checkpoint_manager.py:208,219``). Memory figures are the process's peak resident set (there is no
+    allocator to ask)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(torch.cpu, name)
+
+    @staticmethod
+    def _peak_rss_bytes() -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+    def max_memory_allocated(self, device: Any = None) -> int:
+        return self._peak_rss_bytes()
+
+    max_memory_reserved = max_memory_allocated
+    memory_allocated = max_memory_allocated
+    memory_reserved = max_memory_allocated
+
+    def mem_get_info(self, device: Any = None) -> tuple[int, int]:
+        import psutil
+
+        memory = psutil.virtual_memory()
+        return memory.available, memory.total
+
+    def reset_peak_memory_stats(self, device: Any = None) -> None:
+        return None
+
+    def empty_cache(self) -> None:
+        return None
+
+    def ipc_collect(self) -> None:
+        return None
+
+    def synchronize(self, device: Any = None) -> None:
+        return None
+
+    def set_device(self, device: Any) -> None:
+        return None
+
+    def current_device(self) -> int:
+        return 0
+
+    def get_device_name(self, device: Any = None) -> str:
+        return "CPU"  # what verl's flops counter calls torch.cpu (verl/utils/flops_counter.py:77)
+
+    def set_per_process_memory_fraction(self, fraction: float, device: Any = None) -> None:
+        return None
+
+    def device_count(self) -> int:
+        return 1
+
+    def is_available(self) -> bool:
+        return True
+
+    def manual_seed(self, seed: int) -> None:
+        torch.manual_seed(seed)
+
+    manual_seed_all = manual_seed
+
+    def get_rng_state(self, device: Any = None) -> torch.Tensor:
+        return torch.get_rng_state()
+
+    def set_rng_state(self, state: torch.Tensor, device: Any = None) -> None:
+        torch.set_rng_state(state)
+
+
+#: The device module of :class:`CPUPlatform`.
+CPU_DEVICE = _CPUDeviceModule("gppo_cpu_device")
 
 
 def _platform_class() -> type:
@@ -30,7 +112,7 @@ def _platform_class() -> type:
 
         device_name = "cpu"
         vendor_name = "cpu"
-        device_module = torch.cpu
+        device_module = CPU_DEVICE
 
         def is_available(self) -> bool:
             return True
@@ -79,18 +161,32 @@ def _platform_class() -> type:
             return None
 
         def ray_resource_name(self) -> str:
-            return "CPU"
+            # "GPU", not "CPU": verl asks Ray for GPU bundles whatever the platform says
+            # (verl/single_controller/ray/base.py:146,210,230 and
+            # workers/rollout/vllm_rollout/vllm_async_server.py:1348), so a CPU run gives its Ray
+            # head fake GPUs (`ray start --num-gpus`) and each worker takes one.
+            return "GPU"
 
         def ray_noset_envvars(self) -> list[str]:
             return []
 
         def is_ipc_supported(self) -> bool:
-            return False
+            return False  # weight sync through POSIX shared memory, not CUDA IPC
 
         def cudart(self) -> None:
             return None
 
     return CPUPlatform
+
+
+def register_cpu_platform() -> type:
+    """Register :class:`CPUPlatform` as verl platform ``cpu`` (selected by ``VERL_PLATFORM=cpu``)."""
+    from verl.plugin.platform.platform_manager import PlatformRegistry
+
+    existing = PlatformRegistry.get(PLATFORM_NAME)
+    if existing is not None and existing.__module__ == __name__:
+        return existing
+    return PlatformRegistry.register(platform=PLATFORM_NAME)(_platform_class())
 
 
 _INSTALLED: Any = None
@@ -117,7 +213,7 @@ def install_cpu_platform() -> Any:
             "verl.workers.engine.fsdp was imported with device "
             f"{impl.device_name!r} before install_cpu_platform(); install it first"
         )
-    _INSTALLED = _platform_class()()
+    _INSTALLED = register_cpu_platform()()
     platform_manager.set_platform(_INSTALLED)
     return _INSTALLED
 
@@ -136,97 +232,6 @@ def init_single_process_group(port: int = 29533) -> None:
     if backend == "nccl":
         torch.cuda.set_device(0)
     dist.init_process_group(backend, rank=0, world_size=1)
-
-
-#: The tiny tokenizer's special tokens, after its 256 byte tokens (ids 256, 257, 258): Qwen2's
-#: ChatML markers. verl's Qwen continuous-token builder requires ``<|im_end|>``
-#: (``verl/utils/tokenizer/continuous_token.py:560``).
-TINY_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-
-#: A ChatML chat template (Qwen2's, without tools or a default system message).
-TINY_CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
-#: vLLM's CPU attention backend rejects smaller heads (the tiny model has 4 heads).
-MIN_HEAD_DIM = 32
-
-
-def _byte_symbols() -> list[str]:
-    """The 256 symbols byte-level BPE writes bytes as (GPT-2's ``bytes_to_unicode``), in byte
-    order: printable Latin-1 bytes stand for themselves, the others for ``chr(256 + k)``."""
-    printable = {*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAD), *range(0xAE, 0x100)}
-    symbols, shifted = [], 0
-    for byte in range(256):
-        if byte in printable:
-            symbols.append(chr(byte))
-        else:
-            symbols.append(chr(256 + shifted))
-            shifted += 1
-    return symbols
-
-
-def tiny_tokenizer() -> Any:
-    """A byte-level BPE tokenizer with no merges: token id = byte value for the 256 bytes, then
-    :data:`TINY_SPECIAL_TOKENS` (259 tokens), with a ChatML chat template.
-
-    Built as transformers' own ``Qwen2Tokenizer``: transformers 5.x ``AutoTokenizer`` reloads any
-    tokenizer saved beside a ``qwen2`` config as that class (rebuilt from the saved vocabulary and
-    merges with Qwen2's byte-level pre-tokenizer), so a word-level vocabulary came back encoding
-    most text, ``"\\n"`` included, to nothing; verl needs ``"\\n"`` to be exactly one token
-    (``verl/utils/tokenizer/continuous_token.py:558``). Every text round-trips through bytes.
-    """
-    from transformers import Qwen2Tokenizer
-
-    vocab = {symbol: i for i, symbol in enumerate(_byte_symbols())}
-    vocab.update({token: 256 + i for i, token in enumerate(TINY_SPECIAL_TOKENS)})
-    pad, start, end = TINY_SPECIAL_TOKENS
-    tokenizer = Qwen2Tokenizer(
-        vocab=vocab,
-        merges=[],
-        unk_token=None,
-        eos_token=end,
-        pad_token=pad,
-        additional_special_tokens=[start, end],
-    )
-    tokenizer.chat_template = TINY_CHAT_TEMPLATE
-    return tokenizer
-
-
-def tiny_causal_lm(
-    path: Path, *, vocab_size: int = 272, hidden: int = 128, layers: int = 2, seed: int = 0
-) -> Path:
-    """Save a random tiny ``Qwen2ForCausalLM`` (4 heads of ``hidden // 4`` >= 32, 2 KV heads) and
-    :func:`tiny_tokenizer` to ``path`` with ``save_pretrained``; built from a ``transformers``
-    config, nothing downloaded. ``vocab_size`` (the embedding rows) must cover the tokenizer's
-    259 tokens; the default pads it to a multiple of 16, as real checkpoints do."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
-
-    tokenizer = tiny_tokenizer()
-    if vocab_size < len(tokenizer):
-        raise ValueError(f"vocab_size={vocab_size} is below the tokenizer's {len(tokenizer)}")
-    if hidden % 4 or hidden // 4 < MIN_HEAD_DIM:
-        raise ValueError(f"hidden={hidden}: 4 heads need hidden = 4 x head_dim >= 4 x 32")
-    path.mkdir(parents=True, exist_ok=True)
-    config = Qwen2Config(
-        vocab_size=vocab_size,
-        hidden_size=hidden,
-        intermediate_size=2 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        tie_word_embeddings=False,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    Qwen2ForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
 
 
 def build_engine(

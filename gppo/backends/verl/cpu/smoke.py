@@ -1,0 +1,89 @@
+"""The assets of a verl CPU smoke run, built on the launching machine (nothing downloaded): a tiny
+random Qwen2 (:func:`gppo.backends.verl.cpu.tiny.tiny_causal_lm`) and two small arithmetic data
+sets written by ``gppo-sweep data prepare``'s own converter with data source ``smoke`` (the
+reward of :func:`gppo.backends.verl.reward.smoke_score`, which varies within a group even for a
+random policy, so advantages and gradients are non-zero).
+
+They live in ``$GPPO_CACHE_DIR/verl-cpu-smoke/<version>`` (default ``~/.cache/gppo-sweep``),
+built once under a file lock; a new :data:`ASSETS_VERSION` builds a new set.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The data source (and benchmark name) of the smoke data.
+SMOKE_SOURCE = "smoke"
+#: Bump when the model or data change: a new directory, so old runs keep their assets.
+ASSETS_VERSION = "v2"
+TRAIN_ROWS, VAL_ROWS = 64, 8
+
+
+@dataclass(frozen=True)
+class SmokeAssets:
+    """Paths of one built set of smoke assets."""
+
+    root: Path
+
+    @property
+    def model_dir(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def train_file(self) -> Path:
+        return self.root / "train.parquet"
+
+    @property
+    def val_file(self) -> Path:
+        return self.root / f"{SMOKE_SOURCE}.parquet"
+
+    @property
+    def complete(self) -> Path:
+        return self.root / "complete"
+
+
+def assets_root() -> Path:
+    base = os.environ.get("GPPO_CACHE_DIR")
+    root = Path(base) if base else Path.home() / ".cache" / "gppo-sweep"
+    return root / "verl-cpu-smoke" / ASSETS_VERSION
+
+
+def _problems(n: int, seed: int) -> list[dict[str, str]]:
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        a, b = rng.randrange(10, 100), rng.randrange(10, 100)
+        # chat messages, so the converter adds no instruction: the prompt fits the tiny model
+        prompt = [{"role": "user", "content": f"What is {a} + {b}?"}]
+        rows.append({"prompt": prompt, "answer": str(a + b)})
+    return rows
+
+
+def build_smoke_assets(root: Path | None = None) -> SmokeAssets:
+    """Build (once) and return the smoke assets under ``root`` (default :func:`assets_root`)."""
+    from filelock import FileLock
+
+    assets = SmokeAssets(Path(root) if root is not None else assets_root())
+    if assets.complete.exists():
+        return assets
+    assets.root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(assets.root / ".lock")):
+        if assets.complete.exists():
+            return assets
+        from gppo.backends.verl.cpu.tiny import tiny_causal_lm
+        from gppo.backends.verl.data import prepare
+
+        tiny_causal_lm(assets.model_dir)
+        for rows, out, split, seed in (
+            (TRAIN_ROWS, assets.train_file, "train", 0),
+            (VAL_ROWS, assets.val_file, "test", 1),
+        ):
+            source = assets.root / f"{out.stem}.jsonl"
+            source.write_text("".join(json.dumps(r) + "\n" for r in _problems(rows, seed)))
+            prepare(source, out, SMOKE_SOURCE, split=split)
+        assets.complete.write_text(ASSETS_VERSION + "\n")
+    return assets
