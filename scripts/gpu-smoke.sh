@@ -4,9 +4,13 @@
 # Needs a machine with NVIDIA GPU(s), vLLM and verl 0.9.x installed next to gppo-sweep, and a
 # small chat model on local disk (nothing is downloaded). Never run by CI.
 #
-#   MODEL=/models/Qwen2.5-0.5B-Instruct GPUS=1 scripts/gpu-smoke.sh
+#   GPUS=1 scripts/gpu-smoke.sh                                     # the tiny random model
+#   MODEL=/models/Qwen2.5-0.5B-Instruct GPUS=1 scripts/gpu-smoke.sh  # a real small model
 #
-# Variables: MODEL (required), GPUS (default 1), CELL (default kl-atomic-s0), WORK (scratch
+# The spec is configs/verl-cpu-smoke.yaml, the CPU mode's preset, with only the hardware settings
+# changed (no `cpu`, real GPUs, vLLM's GPU memory share), so the GPU route runs the same cells.
+#
+# Variables: MODEL (a local chat model; default: the preset's tiny random Qwen2), GPUS (default 1), CELL (default kl-atomic-s0), WORK (scratch
 # directory, default a new /tmp dir), PYTHON (default python), DRY_RUN=1 (stop after checking
 # the cell's overrides with verl's config: runs without a GPU).
 #
@@ -17,16 +21,17 @@
 # MLFLOW_TRACKING_URI / MLFLOW_RUN_ID (verl starts a local Ray itself); then checks that the run
 # has eval/avg_at_2 at steps 0 and 2, train/score at steps 1 and 2 and tag gppo.finished=true.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-: "${MODEL:?set MODEL to a small local chat model directory}"
 GPUS="${GPUS:-1}"
-CELL="${CELL:-kl-atomic-s0}"
+CELL="${CELL:-tv-atomic-s0}"
 PYTHON="${PYTHON:-python}"
 WORK="${WORK:-$(mktemp -d /tmp/gppo-smoke.XXXXXX)}"
 mkdir -p "$WORK"
 echo "gpu-smoke: work dir $WORK"
 
-# --- 1. data --------------------------------------------------------------------------------
+# --- 1. data (only with MODEL: otherwise the preset's smoke assets, built locally) ------------
+if [ -n "${MODEL:-}" ]; then
 cat > "$WORK/train.jsonl" <<'JSONL'
 {"problem": "What is 2 + 3?", "answer": "5"}
 {"problem": "What is 7 - 4?", "answer": "3"}
@@ -40,38 +45,31 @@ JSONL
 PREPARE=("$PYTHON" -c "from gppo.cli.data import data_app; data_app()" prepare)
 "${PREPARE[@]}" "$WORK/train.jsonl" "$WORK/train.parquet" -s dapo_math_17k
 "${PREPARE[@]}" "$WORK/val.jsonl" "$WORK/aime24.parquet" -s aime24 --split test
+fi
 
-# --- 2. spec ----------------------------------------------------------------------------------
-cat > "$WORK/smoke.yaml" <<YAML
-name: gpu-smoke
-backend: verl
-verl:
-  domain: math
-  model_path: $MODEL
-  train_file: $WORK/train.parquet
-  val_files: {aime24: $WORK/aime24.parquet}
-  checkpoint_dir: $WORK/checkpoints
-  gpus_per_node: $GPUS
-  rollout_tp: 1
-  rollout_gpu_memory_utilization: 0.4
-  prompts_per_step: 4
-  group_size: 2
-  mini_batch_prompts: 2
-  max_prompt_length: 256
-  max_response_length: 256
-  total_steps: 2
-  eval_every: 2
-  save_every: 1
-  python: $PYTHON
-  extra_overrides:
-    - actor_rollout_ref.rollout.enforce_eager=true
-    - actor_rollout_ref.actor.use_torch_compile=false
-    - data.dataloader_num_workers=0
-grid: {divergences: [kl], estimators: [atomic]}
-benchmarks: [aime24]
-eval: {k: 2}
-ray: {resources: {num_cpus: 1, num_gpus: $GPUS}}
-YAML
+# --- 2. spec: configs/verl-cpu-smoke.yaml (the CPU mode's preset), hardware settings changed --
+"$PYTHON" - "$WORK" "$GPUS" "${MODEL:-}" "$PYTHON" <<'PY'
+import sys
+from pathlib import Path
+import yaml
+work, gpus, model, python = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+
+spec = yaml.safe_load(Path("configs/verl-cpu-smoke.yaml").read_text())
+spec["name"] = "gpu-smoke"
+verl = spec["verl"]
+verl.update(cpu=False, gpus_per_node=gpus, rollout_gpu_memory_utilization=0.4,
+            checkpoint_dir=f"{work}/checkpoints", python=python)
+verl["extra_overrides"] = ["actor_rollout_ref.rollout.enforce_eager=true",
+                           "actor_rollout_ref.actor.use_torch_compile=false",
+                           "data.dataloader_num_workers=0"]
+if model:  # a real chat model and two-row datasets instead of the tiny random model
+    verl.update(smoke_assets=False, model_path=model, train_file=f"{work}/train.parquet",
+                val_files={"aime24": f"{work}/aime24.parquet"}, max_prompt_length=256,
+                max_response_length=256)
+    spec["benchmarks"] = ["aime24"]
+spec["ray"] = {"resources": {"num_cpus": 1, "num_gpus": gpus}}
+Path(work, "smoke.yaml").write_text(yaml.safe_dump(spec))
+PY
 
 # --- 3. run the cell's job as the dispatcher would (minus Ray Jobs) ---------------------------
 "$PYTHON" - "$WORK" "$CELL" <<'PY'
@@ -83,7 +81,9 @@ from gppo.grid.load import load_spec
 
 work, cell_id = sys.argv[1], sys.argv[2]
 cells = {c.id: c for c in expand(load_spec(f"{work}/smoke.yaml"))}
-job = get_backend("verl").job(cells[cell_id])  # validates every override against verl
+backend = get_backend("verl")
+backend.prepare(backend.validate_settings(cells[cell_id].settings))  # the tiny model and data
+job = backend.job(cells[cell_id])  # validates every override against verl
 uri = f"sqlite:///{work}/mlflow.db"
 client = MlflowClient(uri)
 run_id = client.create_run(client.create_experiment("gpu-smoke")).info.run_id
@@ -102,8 +102,9 @@ def steps(key):
 problems = []
 if steps("eval/avg_at_2") != [0, 2]:
     problems.append(f"eval/avg_at_2 at steps {steps('eval/avg_at_2')}, wanted [0, 2]")
-if steps("eval/aime24/avg_at_2") != [0, 2]:
-    problems.append(f"eval/aime24/avg_at_2 at steps {steps('eval/aime24/avg_at_2')}")
+bench = cells[cell_id].benchmarks[0]
+if steps(f"eval/{bench}/avg_at_2") != [0, 2]:
+    problems.append(f"eval/{bench}/avg_at_2 at steps {steps(f'eval/{bench}/avg_at_2')}")
 if steps("train/score") != [1, 2]:
     problems.append(f"train/score at steps {steps('train/score')}, wanted [1, 2]")
 if run.data.tags.get("gppo.finished") != "true":

@@ -117,20 +117,30 @@ def plan(
 
 
 @command()
-def check(spec: SpecArg) -> None:
+def check(
+    spec: SpecArg,
+    train_step: Annotated[
+        bool,
+        typer.Option(
+            "--train-step",
+            help="then one real training step per cell through verl's main_ppo on this CPU "
+            "(needs the verl CPU environment: scripts/verl-cpu-env.sh; ~2 min a cell)",
+        ),
+    ] = False,
+) -> None:
     """Pre-flight a verl spec on CPU: verl's config validation, then each cell's loss through
-    verl's own worker loss on synthetic tokens; one line per cell, exit 1 if any fails."""
+    verl's own worker loss on synthetic tokens (and with --train-step one training step through
+    verl's trainer); one line per cell, exit 1 if any fails."""
     import time
 
     from gppo.backends.verl.preflight import check_plan
 
     p = _plan(spec)
     start = time.monotonic()
-    results = check_plan(p, str(spec), lambda line: typer.echo(line))
-    failed = sum(not r.ok for r in results)
-    typer.echo(
-        f"{len(results) - failed}/{len(results)} cells ok ({time.monotonic() - start:.0f} s)"
-    )
+    results = check_plan(p, str(spec), lambda line: typer.echo(line), train_step=train_step)
+    cells = {r.cell for r in results}
+    failed = len({r.cell for r in results if not r.ok})
+    typer.echo(f"{len(cells) - failed}/{len(cells)} cells ok ({time.monotonic() - start:.0f} s)")
     if failed:
         raise typer.Exit(EXIT_FAILED)
 

@@ -201,6 +201,10 @@ class Retries(_Strict):
     #: rollout engine, a dead collective). None: the backend's default
     #: (:meth:`gppo.backends.base.Backend.stall_timeout_s`); 0: never
     stall_timeout_s: float | None = Field(None, ge=0)
+    #: the same limit before an attempt's first training step of its own (start-up: loading the
+    #: model, starting the rollout engine, the step-0 evaluation; a resumed verl run must log a
+    #: step past its checkpoint). None: ``stall_timeout_s``
+    first_step_timeout_s: float | None = Field(None, ge=0)
 
 
 class Override(_Strict):

@@ -260,25 +260,29 @@ def clip_cov_loss(
     pg2 = -advantages * torch.clamp(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)
     with torch.no_grad():
         valid = response_mask > 0
-        clip_by_origin = (pg2 > pg1) & valid
-        cov = (advantages - _mmean(advantages, response_mask)) * (
-            log_prob - _mmean(log_prob, response_mask)
+        clipped = pg2 > pg1
+        n_tokens = response_mask.sum()
+        denominator = n_tokens + 1e-8  # verl's masked_mean, its sum(mask) computed once
+        cov = (advantages - masked_sum(advantages, response_mask) / denominator) * (
+            log_prob - masked_sum(log_prob, response_mask) / denominator
         )
-        cov.masked_fill_(~valid | clip_by_origin, -torch.inf)  # one pass, not two index_puts
-        clip_num = max(int(clip_cov_ratio * response_mask.sum().item()), 1)
-        idx = torch.nonzero((cov < clip_cov_ub) & (cov > clip_cov_lb) & valid)
+        cov.masked_fill_(~valid | clipped, -torch.inf)  # one pass, not two index_puts
+        clip_num = max(int(clip_cov_ratio * n_tokens.item()), 1)
+        # cov is -inf off the candidates, so the window alone selects them
+        idx = torch.nonzero((cov < clip_cov_ub) & (cov > clip_cov_lb))
         if len(idx) > 0:
             perm = torch.randperm(len(idx), generator=generator)
             idx = idx[perm[: min(clip_num, len(idx))]]
         corr = torch.ones_like(advantages)
         corr[idx[:, 0], idx[:, 1]] = 0
+        # share of masked tokens left without gradient: the chosen ones are all valid
+        cov_clip_frac = response_mask[idx[:, 0], idx[:, 1]].sum() / denominator
     loss_mat = torch.maximum(pg1, pg2) * corr
     loss = agg_loss(loss_mat, response_mask, loss_agg_mode, **(global_batch_info or {}))
-    clipped = pg2 > pg1
     return loss, _metrics(
         t,
         response_mask,
         clipped & (advantages < 0),
         clipped & (advantages > 0),
-        cov_clip_frac=_mmean((corr == 0).to(t.dtype), response_mask),
+        cov_clip_frac=cov_clip_frac,
     )

@@ -80,6 +80,8 @@ class CellState:
     note: str = ""
     #: when the current attempt last made progress (submitted, or logged a new step): time.time()
     progress_at: float = 0.0
+    #: whether the current attempt has logged a training step of its own (not a resumed run's)
+    stepped: bool = False
     stall_note: str = ""  # set when the launcher stopped the attempt as stalled
 
 
@@ -382,8 +384,20 @@ class Launcher:
             st.state, st.note = FAILED, "could not find a free submission id"
             return
         self._answered(ctx)
-        st.attempt, st.current, st.state, st.step, st.score = att.attempt, att, RUNNING, None, None
-        st.progress_at = time.time()
+        st.attempt, st.current, st.state, st.score = att.attempt, att, RUNNING, None
+        # a retry that resumes the run (verl) must log a step past the run's latest to progress
+        st.step = self._logged_step(ctx, att.run_id) if st.reuse_run else None
+        st.progress_at, st.stepped = time.time(), False
+
+    @staticmethod
+    def _logged_step(ctx: SweepContext, run_id: str) -> int | None:
+        """The highest step of any metric in the run: the steps a resumed attempt will log
+        again (verl's raw metrics are there before the entrypoint maps them onto ours)."""
+        try:
+            metrics = ctx.tracking.get_run(run_id).data.to_proto().metrics
+        except Exception:  # unreadable now: the first step seen counts as progress
+            return None
+        return max((m.step for m in metrics), default=None)
 
     def _refresh_metrics(self, ctx: SweepContext, cells: dict[str, CellState]) -> None:
         for st in cells.values():
@@ -395,11 +409,15 @@ class Launcher:
                 got = latest_metric(run, M.TRAIN_SCORE)
                 if got is not None:
                     if st.step is None or got[1] > st.step:
-                        st.progress_at = time.time()
+                        st.progress_at, st.stepped = time.time(), True
                     st.score, st.step = got[0], got[1]
 
-    def stall_timeout_s(self, cell: Cell) -> float:
-        """``retries.stall_timeout_s``, else the backend's default for the cell; 0: never."""
+    def stall_timeout_s(self, cell: Cell, *, first_step: bool = False) -> float:
+        """``retries.stall_timeout_s``, else the backend's default for the cell; 0: never. With
+        ``first_step``, the limit before an attempt's first step (``retries.first_step_timeout_s``,
+        default the same)."""
+        if first_step and self.retries.first_step_timeout_s is not None:
+            return self.retries.first_step_timeout_s
         if self.retries.stall_timeout_s is not None:
             return self.retries.stall_timeout_s
         settings = self.backend.validate_settings(cell.settings)
@@ -410,14 +428,20 @@ class Launcher:
         then ends FAILED (tag ``gppo.failure``: stalled ...) and is retried like any failure."""
         now = time.time()
         for st in cells.values():
-            limit = self.stall_timeout_s(st.cell) if st.state == RUNNING else 0.0
+            first = not st.stepped
+            limit = self.stall_timeout_s(st.cell, first_step=first) if st.state == RUNNING else 0.0
             if not limit or st.current is None or now - st.progress_at < limit:
                 continue
             att = st.current
-            since = "its submission" if st.step is None else f"step {st.step}"
+            since = "its submission" if first else f"step {st.step}"
+            knob = (
+                "first_step_timeout_s"
+                if first and self.retries.first_step_timeout_s
+                else "stall_timeout_s"
+            )
             note = (
                 f"stalled: no new training step for {now - st.progress_at:.0f} s since {since} "
-                f"(retries.stall_timeout_s = {limit:g}); attempt stopped"
+                f"(retries.{knob} = {limit:g}); attempt stopped"
             )
             log.warning("%s attempt %d %s", st.cell.id, att.attempt, note)
             try:

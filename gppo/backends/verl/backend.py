@@ -124,6 +124,8 @@ class VerlBackend(Backend):
             str(cell.eval_k),
             "--total-steps",
             str(settings.total_steps),
+            "--mirror-every",
+            f"{settings.mirror_every_s:g}",
             "--",
             *overrides,
         )

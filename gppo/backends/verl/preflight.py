@@ -193,8 +193,12 @@ class NotAVerlSpec(BackendError):
     """``check`` was given a spec of another backend, or verl is not installed (one line)."""
 
 
-def check_plan(plan: Any, spec_path: str, echo: Callable[[str], None]) -> list[CellCheck]:
-    """:func:`check_cell` for every cell of a verl plan, echoing one line per cell as it goes."""
+def check_plan(
+    plan: Any, spec_path: str, echo: Callable[[str], None], *, train_step: bool = False
+) -> list[CellCheck]:
+    """:func:`check_cell` for every cell of a verl plan, echoing one line per cell as it goes;
+    with ``train_step``, then :func:`gppo.backends.verl.trainstep.train_step` for each cell that
+    passed (a second line per cell)."""
     import importlib.util
 
     backend = plan.spec.backend
@@ -208,9 +212,23 @@ def check_plan(plan: Any, spec_path: str, echo: Callable[[str], None]) -> list[C
             f"{spec_path}: backend: verl is not installed here (pip install -c "
             "requirements/constraints.txt -e '.[verl]')"
         )
+    if train_step and importlib.util.find_spec("vllm") is None:
+        raise NotAVerlSpec(
+            f"{spec_path}: --train-step runs verl's trainer on this CPU and needs vLLM's CPU "
+            "build: create the verl CPU environment with scripts/verl-cpu-env.sh and run "
+            ".venv-verl-cpu/bin/gppo-sweep check --train-step"
+        )
     out = []
     for cell in plan.cells:
         result = check_cell(cell)
         echo(result.line())
         out.append(result)
+    if train_step:
+        from gppo.backends.verl.trainstep import train_step as one_step
+
+        for cell, loss_check in zip(plan.cells, list(out), strict=True):
+            if loss_check.ok:
+                result = one_step(cell)
+                echo(result.line())
+                out.append(result)
     return out

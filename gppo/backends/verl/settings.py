@@ -79,6 +79,9 @@ class VerlSettings(BaseModel):
     max_checkpoints_to_keep: int = Field(1, ge=1)
     #: Base directory (shared by all nodes) for checkpoints; each cell gets its own sub-directory.
     checkpoint_dir: str = Field("checkpoints", min_length=1)
+    #: How often (seconds) the cell's entrypoint copies verl's metrics onto ours in its MLflow run;
+    #: the launcher sees progress (and stalls) through them.
+    mirror_every_s: float = Field(60.0, gt=0)
     #: verl trainer.project_name (the MLflow run itself is the dispatcher's).
     project_name: str = "gppo"
 

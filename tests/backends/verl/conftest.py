@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -83,3 +85,37 @@ def tiny_model_dir(tmp_path_factory):
     from gppo.backends.verl.cpu.tiny import tiny_causal_lm
 
     return tiny_causal_lm(tmp_path_factory.mktemp("tiny-qwen2"))
+
+
+#: The verl CPU environment the CPU-mode tests run in (scripts/verl-cpu-env.sh); built on first
+#: use when missing (about 2.5 minutes), so a fresh machine runs these tests like CI does.
+VERL_CPU_VENV = Path(os.environ.get("GPPO_VERL_CPU_VENV", REPO / ".venv-verl-cpu"))
+
+
+def _cpu_env_ready(venv: Path) -> bool:
+    """The venv imports vLLM, verl and *this checkout's* gppo."""
+    python = venv / "bin" / "python"
+    if not python.exists():
+        return False
+    probe = (
+        "import vllm, verl, gppo, pathlib; print(pathlib.Path(gppo.__file__).resolve().parents[1])"
+    )
+    proc = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, timeout=300)
+    return proc.returncode == 0 and Path(proc.stdout.strip().splitlines()[-1]) == REPO
+
+
+@pytest.fixture(scope="session")
+def verl_cpu_venv() -> Path:
+    """The verl CPU environment's directory (built or refreshed here when needed)."""
+    from filelock import FileLock
+
+    with FileLock(str(VERL_CPU_VENV) + ".lock"):
+        if not _cpu_env_ready(VERL_CPU_VENV):
+            env = dict(os.environ, VENV=str(VERL_CPU_VENV))
+            proc = subprocess.run(
+                ["bash", str(REPO / "scripts" / "verl-cpu-env.sh")],
+                env=env, capture_output=True, text=True, timeout=1500,
+            )  # fmt: skip
+            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+            assert _cpu_env_ready(VERL_CPU_VENV), "scripts/verl-cpu-env.sh left no working env"
+    return VERL_CPU_VENV

@@ -1,0 +1,235 @@
+"""verl's whole trainer under ``gppo-sweep launch``, on this CPU: ``configs/verl-cpu-smoke.yaml``
+run from the verl CPU environment (vLLM's CPU build), with the faults a cluster produces.
+
+1. Two cells train through verl's ``main_ppo`` and vLLM. The first one's vLLM engine is killed
+   after a checkpoint (verl fails the attempt), then the retry's engine hangs (SIGSTOP: verl
+   waits forever, so stall detection stops the attempt); each retry resumes from verl's
+   checkpoint, and both cells finish with their evaluations, non-zero gradients, every training
+   step once and a row in Table 1.
+2. The launcher and its Ray head are killed with SIGKILL after a checkpoint (a crashed laptop or
+   login node); a relaunch resumes the cell from that checkpoint, and the run holds every
+   training step once.
+
+Nothing is mocked: real Ray heads, real verl and vLLM processes, a SQLite MLflow store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from mlflow.tracking import MlflowClient
+
+from gppo import metrics as M
+
+from .conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+PRESET = REPO / "configs" / "verl-cpu-smoke.yaml"
+
+
+@pytest.fixture(scope="module")
+def smoke_cache(tmp_path_factory) -> Path:
+    """One ``GPPO_CACHE_DIR`` for the module: the smoke assets are built once."""
+    return tmp_path_factory.mktemp("verl-cpu-cache")
+
+
+def _spec(tmp_path: Path, *, verl: dict | None = None, **changes) -> Path:
+    spec = yaml.safe_load(PRESET.read_text())
+    spec["verl"].update(verl or {})
+    spec.update(changes)
+    spec["tracking"] = {"uri": f"sqlite:///{tmp_path}/mlflow.db"}
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def _env(cache: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
+    return {**env, "GPPO_CACHE_DIR": str(cache), "COLUMNS": "200"}
+
+
+def _launch(venv: Path, spec: Path, cache: Path, log: Path) -> subprocess.Popen:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [str(venv / "bin" / "gppo-sweep"), "launch", str(spec)],
+            cwd=spec.parent, env=_env(cache), stdout=out, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+
+
+def _cell_runs(uri: str) -> dict[str, object]:
+    client = MlflowClient(uri)
+    runs = []
+    for exp in client.search_experiments():
+        runs += client.search_runs([exp.experiment_id], max_results=100)
+    return {
+        r.data.tags[M.TAG_CELL_ID]: r for r in runs if r.data.tags.get(M.TAG_ROLE) == M.ROLE_CELL
+    }
+
+
+def _steps(uri: str, run_id: str, key: str) -> list[int]:
+    return sorted(m.step for m in MlflowClient(uri).get_metric_history(run_id, key))
+
+
+def _logged_step(uri: str, cell_id: str) -> int:
+    """The latest training step of the cell's run the launcher can see (``train/score``; verl
+    logs a step's metrics after saving its checkpoint, so that step is checkpointed), 0 if none."""
+    run = _cell_runs(uri).get(cell_id)
+    if run is None:
+        return 0
+    history = MlflowClient(uri).get_metric_history(run.info.run_id, M.TRAIN_SCORE)
+    return max((m.step for m in history), default=0)
+
+
+def _wait(cond, timeout: float, what: str, log: Path, every: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(
+        f"timed out waiting for {what}:\n{log.read_text(errors='replace')[-3000:]}"
+    )
+
+
+def _vllm_engines() -> list[psutil.Process]:
+    return [
+        p for p in psutil.process_iter(["name", "cmdline"]) if p.info["name"] == "VLLM::EngineCore"
+    ]
+
+
+def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_steps: int) -> dict:
+    runs = _cell_runs(uri)
+    assert sorted(runs) == sorted(cells)
+    for cell_id, run in runs.items():
+        assert run.info.status == "FINISHED", cell_id
+        assert run.data.tags.get(M.TAG_FINISHED) == "true", cell_id
+        evals = _steps(uri, run.info.run_id, f"eval/avg_at_{k}")
+        assert evals[0] == 0 and evals[-1] == total_steps, (cell_id, evals)
+        assert run.data.metrics["actor/grad_norm"] > 0, cell_id  # advantages were non-zero
+        train = _steps(uri, run.info.run_id, M.TRAIN_SCORE)
+        assert train == list(range(1, total_steps + 1)), (cell_id, train)  # each step once
+    return runs
+
+
+def test_launch_trains_verl_cells_through_a_killed_and_a_hung_vllm_engine(
+    verl_cpu_venv, smoke_cache, tmp_path
+):
+    steps = 6
+    spec = _spec(
+        tmp_path,
+        verl={"total_steps": steps, "eval_every": steps, "save_every": 1},
+        retries={"max": 3, "backoff_s": 1.0, "stall_timeout_s": 60, "first_step_timeout_s": 900},
+    )
+    uri, log = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "launch.log"
+    launcher = _launch(verl_cpu_venv, spec, smoke_cache, log)
+    hung: list[psutil.Process] = []
+    try:
+        # 1. the engine dies (SIGKILL) after a logged (so checkpointed) step: verl fails the
+        # attempt, or hangs on it until stall detection stops it
+        _wait(lambda: _logged_step(uri, "tv-mc-s0") >= 1, 900, "a step", log, every=0.2)
+        (engine,) = _vllm_engines()  # max_concurrent 1: the running cell's engine
+        engine.kill()
+        _wait(lambda: "submitted   tv-mc-s0  attempt 2" in log.read_text(), 600, "a retry", log)
+        resumed_from = _logged_step(uri, "tv-mc-s0")
+        # 2. the retry's engine hangs (SIGSTOP) after a step of its own: verl waits forever
+        _wait(lambda: _logged_step(uri, "tv-mc-s0") > resumed_from, 900, "a step", log, 0.2)
+        hung = [p for p in _vllm_engines() if p.pid != engine.pid]
+        assert len(hung) == 1, hung
+        hung[0].suspend()
+        _wait(lambda: "tv-mc-s0 attempt 2 stalled" in log.read_text(), 600, "the stall", log)
+        hung[0].kill()  # a stopped process cannot act on its parent's death
+        assert launcher.wait(timeout=1800) == 0, log.read_text()[-5000:]
+    finally:
+        for proc in hung:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        if launcher.poll() is None:
+            os.killpg(launcher.pid, signal.SIGKILL)
+    out = log.read_text()
+    assert "tv-mc-s0 attempt 2 stalled: no new training step for" in out, out[-5000:]
+    assert "(retries.stall_timeout_s = 60)" in out, out[-5000:]  # since its own step, not start-up
+    assert "submitted   tv-mc-s0  attempt 3" in out, out[-5000:]
+    assert "submitted   tv-mc-s0  attempt 4" not in out, out[-5000:]
+    runs = _assert_finished_with_training(uri, ["tv-mc-s0", "tv-atomic-s0"], 2, steps)
+    history = MlflowClient(uri).get_metric_history(runs["tv-mc-s0"].info.run_id, M.TRAIN_SCORE)
+    assert len(history) == steps  # three attempts, every step once: each resumed its checkpoint
+    # Table 1 of the two runs (the report the testbed gets)
+    table = out[out.index("Divergence") :]
+    assert "MC (GRPO)" in table and "Atomic" in table and "smoke" in table, table
+
+
+def test_a_killed_launcher_and_head_resume_the_cell_from_verls_checkpoint(
+    verl_cpu_venv, smoke_cache, tmp_path
+):
+    steps = 3
+    spec = _spec(
+        tmp_path,
+        verl={"total_steps": steps, "eval_every": steps, "save_every": 1},
+        grid={"divergences": ["tv"], "estimators": ["mc"]},
+    )
+    uri, log = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "launch.log"
+    launcher = _launch(verl_cpu_venv, spec, smoke_cache, log)
+    try:
+        _wait(lambda: _logged_step(uri, "tv-mc-s0") >= 1, 900, "a step", log, every=0.2)
+        (cluster,) = tmp_path.glob(".gppo/*/cluster.json")
+        head = psutil.Process(json.loads(cluster.read_text())["pid"])  # `ray start --head --block`
+        doomed = [psutil.Process(launcher.pid), head, *head.children(recursive=True)]
+        for proc in doomed:  # SIGKILL: nothing gets to clean up (the verl job dies with its head)
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        killed_at = time.time()
+        launcher.wait(timeout=60)
+        assert _cell_runs(uri)["tv-mc-s0"].info.status == "RUNNING"  # left as a crash leaves it
+        time.sleep(3)
+        relaunch = _launch(verl_cpu_venv, spec, smoke_cache, log)
+        assert relaunch.wait(timeout=1200) == 0, log.read_text()[-5000:]
+    finally:
+        for proc in (launcher, locals().get("relaunch")):
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    runs = _assert_finished_with_training(uri, ["tv-mc-s0"], 2, steps)
+    history = MlflowClient(uri).get_metric_history(runs["tv-mc-s0"].info.run_id, M.TRAIN_SCORE)
+    before = sorted(m.step for m in history if m.timestamp / 1000 <= killed_at)
+    after = sorted(m.step for m in history if m.timestamp / 1000 > killed_at)
+    assert before and after and min(after) > 1, (before, after)  # not from step 0
+
+
+def test_check_train_step_runs_one_step_of_verls_trainer_per_cell(
+    verl_cpu_venv, smoke_cache, tmp_path
+):
+    spec = _spec(tmp_path, grid={"divergences": ["kl"], "estimators": ["atomic"]})
+    proc = subprocess.run(
+        [str(verl_cpu_venv / "bin" / "gppo-sweep"), "check", "--train-step", str(spec)],
+        cwd=tmp_path, env=_env(smoke_cache), capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert "ok    kl-atomic-s0: loss mode gppo" in out, out[-4000:]  # the loss check, then
+    assert "ok    kl-atomic-s0: one verl training step on CPU (the cell's data)" in out, out
+    assert "1/1 cells ok" in out, out
+
+
+def test_check_train_step_without_the_cpu_environment_is_one_line(tmp_path):
+    """In an environment without vLLM (the main one) the flag is refused before any work."""
+    import sys
+
+    spec = _spec(tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "gppo.cli", "check", "--train-step", str(spec)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "scripts/verl-cpu-env.sh" in lines[0], proc.stderr

@@ -1,0 +1,49 @@
+"""The fast tier: ``pytest -m "not slow"`` runs every test that starts no process (Ray, a server,
+a training run, a Python). A test that starts one must be marked ``slow``; this file enforces it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import subprocess
+
+import pytest
+
+#: Fixtures that start processes (Ray heads, servers, the verl CPU environment).
+PROCESS_FIXTURES = frozenset(
+    {"ray_cluster", "ray_two_nodes", "mlflow_server", "postgres", "team", "verl_cpu_venv"}
+)
+
+
+def unmarked_process_use(item: pytest.Item) -> str | None:
+    """Why ``item`` needs the slow marker it lacks, from its fixtures (else None)."""
+    if item.get_closest_marker("slow") is not None:
+        return None
+    used = sorted(PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())))
+    return f"uses {', '.join(used)}" if used else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        why = unmarked_process_use(item)
+        if why:
+            raise pytest.UsageError(f"{item.nodeid} {why}: mark it @pytest.mark.slow")
+
+
+@pytest.fixture(autouse=True)
+def _processes_need_the_slow_marker(request: pytest.FixtureRequest, monkeypatch) -> None:
+    """Outside ``slow`` tests, starting a process fails the test with what to do."""
+    if request.node.get_closest_marker("slow") is not None:
+        return
+    nodeid = request.node.nodeid
+
+    def refuse(what: str):
+        def start(*args, **kwargs):
+            raise AssertionError(f"{nodeid} starts a process ({what}): mark it @pytest.mark.slow")
+
+        return start
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse("subprocess"))
+    monkeypatch.setattr(multiprocessing.Process, "start", refuse("multiprocessing"))
+    monkeypatch.setattr(os, "fork", refuse("os.fork"))
