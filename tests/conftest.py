@@ -25,10 +25,11 @@ def unmarked_process_use(item: pytest.Item) -> str | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        why = unmarked_process_use(item)
-        if why:
-            raise pytest.UsageError(f"{item.nodeid} {why}: mark it @pytest.mark.slow")
+    bad = [f"{item.nodeid} {why}" for item in items if (why := unmarked_process_use(item))]
+    if bad:
+        raise pytest.UsageError(
+            "mark these @pytest.mark.slow (they start processes):\n" + "\n".join(bad)
+        )
 
 
 @pytest.fixture(autouse=True)

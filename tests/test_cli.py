@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from gppo.cli import app
@@ -61,6 +62,7 @@ def test_plan_table(tmp_path):
     assert "job commands" in out and "probe_job.py" in out
 
 
+@pytest.mark.slow
 def test_help_and_plan_do_not_import_ray_or_mlflow(tmp_path):
     code = (
         f"import sys; sys.path.insert(0, {str(TESTS)!r}); import sweep.probe_backend\n"

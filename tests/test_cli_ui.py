@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from typer.testing import CliRunner
 
 from gppo import metrics as M
@@ -65,6 +66,7 @@ def get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_ui_opens_on_the_sweeps_runs_and_sigterm_leaves_nothing(tmp_path):
     spec = write(tmp_path)
     plan = load_plan(spec)

@@ -105,6 +105,7 @@ def test_lazy_views_build_on_first_use() -> None:
     assert table.get("x") == 1 and "y" not in table and dict(table) == {"x": 1}
 
 
+@pytest.mark.slow
 def test_builtin_backends_and_domains_are_lazy() -> None:
     code = (
         "import sys\n"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from gppo import metrics as M
 from gppo.analysis.collect import collect
 from gppo.analysis.report import write_report
@@ -81,6 +83,7 @@ def test_sweep_still_running_renders_dashes_with_footnotes(store):
     assert [f.reason for f in table.footnotes] == ["failed", "running", "missing"]
 
 
+@pytest.mark.slow
 def test_write_report_writes_every_format_and_attaches_to_parent_run(store, tmp_path):
     _populate(store)
     curves = {

@@ -56,6 +56,7 @@ def test_bad_csv_one_line_error_naming_file_row_column(tmp_path, text, expected)
     assert message.startswith(f"{path}: ") and expected in message and "\n" not in message
 
 
+@pytest.mark.slow
 def test_report_from_csv_writes_every_format_and_prints_the_table(tmp_path):
     out = tmp_path / "out"
     result = runner.invoke(app, ["report", "--from-csv", str(PAPER_CSV), "-o", str(out)])
@@ -96,6 +97,7 @@ def test_report_bad_input_exits_2_with_one_line(tmp_path):
     )
 
 
+@pytest.mark.slow
 def test_report_from_spec_reads_the_sweep_and_attaches(tmp_path, store):
     spec = tmp_path / "grid.yaml"
     spec.write_text(

@@ -6,6 +6,7 @@ import base64
 import re
 from html.parser import HTMLParser
 
+import pytest
 import yaml
 
 from gppo import metrics as M
@@ -69,6 +70,7 @@ def parse(path) -> Page:
     return page
 
 
+@pytest.mark.slow
 def test_page_is_self_contained_with_figures_and_one_row_per_cell(store, tmp_path):
     cells = {
         store.cell("gppo", "tv", "mc", scores=BENCH, base=BASE, curves=CURVES): "tv-mc-s0",

@@ -42,6 +42,7 @@ def _pi(frame: pd.DataFrame, cell: str, ref: str = "tv/mc") -> float:
     return float(np.mean(per))
 
 
+@pytest.mark.slow
 def test_known_effects_are_marked_nulls_are_not_and_pi_matches(tmp_path):
     frame = _synthetic(tmp_path / "scores.csv", 5, np.random.default_rng(3))
     out = tmp_path / "out"
@@ -60,6 +61,7 @@ def test_known_effects_are_marked_nulls_are_not_and_pi_matches(tmp_path):
     assert "Benjamini-Hochberg" in md and "†" in md and "P(> tv/mc)" in md
 
 
+@pytest.mark.slow
 def test_the_marks_of_one_rendering_agree_across_formats(tmp_path):
     _synthetic(tmp_path / "s.csv", 3, np.random.default_rng(5))
     out = tmp_path / "out"

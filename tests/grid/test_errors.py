@@ -64,6 +64,7 @@ CORPUS = [
 ]  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", ["plan", "launch"])
 @pytest.mark.parametrize(("text", "expected"), CORPUS, ids=[e[1][:40] for e in CORPUS])
 def test_malformed_spec_one_line(tmp_path, monkeypatch, command, text, expected):
@@ -85,6 +86,7 @@ def test_missing_file(tmp_path):
     assert result.stderr.strip() == f"{tmp_path / 'nope.yaml'}: file not found"
 
 
+@pytest.mark.slow
 def test_real_process_has_no_traceback_and_writes_nothing(tmp_path):
     (tmp_path / "grid.yaml").write_text("name: bad\ngrid: {divergences: [tv, kl, kll]}\n")
     proc = subprocess.run(

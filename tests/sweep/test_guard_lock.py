@@ -131,6 +131,7 @@ def test_lease_one_holder_release_and_takeover(parent):
     assert third.generation == 4
 
 
+@pytest.mark.slow
 def test_lease_dead_local_holder_is_taken_over_at_once(parent, tmp_path):
     import subprocess
     import sys

@@ -6,6 +6,7 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -14,6 +15,8 @@ from gppo.sweep.control import sweep_status
 from gppo.sweep.launch import Launcher
 
 from .conftest import write_spec
+
+pytestmark = pytest.mark.slow  # every test here starts Ray or a launcher
 
 
 def runs_of(plan, uri):

@@ -6,11 +6,15 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
+
 from gppo.grid import load_plan
 from gppo.sweep.launch import DONE, FAILED, RUNNING, WAITING, CellState, LaunchResult
 from gppo.sweep.progress_log import LaunchLog, eta_s, fmt_duration
 
 from .conftest import env_without_ray, launcher_cmd, write_spec
+
+pytestmark = pytest.mark.slow  # every test here starts Ray or a launcher
 
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ  "
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
@@ -28,6 +29,7 @@ SPEC = {
 }
 
 
+@pytest.mark.slow
 def test_quickstart_launch_trains_local_cells_under_its_own_ray_head(tmp_path) -> None:
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     spec = tmp_path / "grid.yaml"

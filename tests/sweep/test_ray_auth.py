@@ -93,6 +93,7 @@ def _bare_status(address: str) -> int:
         return err.code
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("auth", ["token", "home-token", "off"])
 def test_local_head_and_a_sweep_with_auth_on_and_off(auth, home, tmp_path, monkeypatch):
     if auth == "token":  # auth on explicitly, the token in a file of its own

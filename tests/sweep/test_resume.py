@@ -9,6 +9,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -18,6 +19,8 @@ from gppo.sweep.launch import Launcher
 from gppo.sweep.owner import pid_alive
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
+
+pytestmark = pytest.mark.slow  # every test here starts Ray or a launcher
 
 
 def all_runs(tmp_path: Path, experiment: str):

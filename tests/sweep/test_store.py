@@ -6,6 +6,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from gppo.store.tracking import Tracking
@@ -28,6 +29,7 @@ print("ok")
 """
 
 
+@pytest.mark.slow
 def test_eight_concurrent_writers_lose_nothing(tmp_path):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     tracking = Tracking(uri)

@@ -10,6 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -19,6 +20,8 @@ from gppo.sweep.launch import Launcher
 from gppo.sweep.owner import pid_alive
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
+
+pytestmark = pytest.mark.slow  # every test here starts Ray or a launcher
 
 BOUND_S = 4.0
 

@@ -5,7 +5,9 @@
 2. mirrors verl's metrics onto our names in the cell's MLflow run (``MLFLOW_RUN_ID``) every
    ``--mirror-every`` seconds while training runs, and once more at the end;
 3. runs ``verl.trainer.main_ppo.main`` with the overrides (exactly ``python -m
-   verl.trainer.main_ppo OVERRIDES``), which resumes from the cell's checkpoint directory;
+   verl.trainer.main_ppo OVERRIDES``), which resumes from the cell's checkpoint directory (first
+   moved back to the run's latest logged step when a later one was saved but never logged:
+   :mod:`gppo.backends.verl.resume`);
 4. after the final evaluation is in the run, sets tag ``gppo.finished=true``.
 """
 
@@ -30,6 +32,9 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--eval-k", type=int, default=8)
     parser.add_argument("--total-steps", type=int, required=True)
     parser.add_argument("--mirror-every", type=float, default=60.0, help="seconds")
+    parser.add_argument(
+        "--checkpoint-dir", help="the cell's verl checkpoints (trainer.default_local_dir)"
+    )
     parser.add_argument("--check-only", action="store_true", help="validate and exit")
     return parser.parse_args(argv[:split]), argv[split + 1 :]
 
@@ -45,6 +50,11 @@ class _Mirror:
         self.run_id, self.benchmarks, self.k, self.every = run_id, benchmarks, k, every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gppo-mirror", daemon=True)
+
+    def logged_step(self) -> int:
+        """The run's latest training step as verl logged it (0 if none)."""
+        history = self.client.get_metric_history(self.run_id, "training/global_step")
+        return max((int(metric.step) for metric in history), default=0)
 
     def once(self) -> list:
         from gppo.backends.verl.metrics_map import mirror_run
@@ -93,6 +103,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     benchmarks = [b for b in args.benchmarks.split(",") if b]
     run_id = os.environ.get(m.ENV_RUN_ID)
     mirror = _Mirror(run_id, benchmarks, args.eval_k, args.mirror_every) if run_id else None
+    if mirror is not None and args.checkpoint_dir:
+        from gppo.backends.verl.resume import align_checkpoints
+
+        note = align_checkpoints(args.checkpoint_dir, mirror.logged_step())
+        if note:
+            print(f"[gppo] {note}", file=sys.stderr, flush=True)
     if mirror is not None:
         mirror.start()
     try:

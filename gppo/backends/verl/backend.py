@@ -31,7 +31,7 @@ from typing import ClassVar
 
 from gppo.backends.base import Backend, Job, register_backend
 from gppo.backends.verl.cpu import CPU_ENV
-from gppo.backends.verl.overrides import cell_overrides
+from gppo.backends.verl.overrides import cell_checkpoint_dir, cell_overrides
 from gppo.backends.verl.settings import DOMAIN_BENCHMARKS, VerlSettings
 from gppo.cell import Cell, Resources
 
@@ -126,6 +126,8 @@ class VerlBackend(Backend):
             str(settings.total_steps),
             "--mirror-every",
             f"{settings.mirror_every_s:g}",
+            "--checkpoint-dir",
+            cell_checkpoint_dir(cell, settings),
             "--",
             *overrides,
         )

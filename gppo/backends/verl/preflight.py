@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from gppo import metrics as gm
 from gppo.backends.verl import synthetic as sy
+from gppo.backends.verl.checkresult import CellCheck, one_line
 from gppo.backends.verl.metrics_map import DIAGNOSTIC_KEYS, mapped_points
 from gppo.cell import Cell
 from gppo.errors import BackendError
@@ -36,28 +36,10 @@ from gppo.errors import BackendError
 ATOL = 1e-6
 
 
-@dataclass(frozen=True)
-class CellCheck:
-    cell: str
-    ok: bool
-    stage: str  # config | loss | bf16 | metrics | "" when ok
-    detail: str  # one line
-
-    def line(self) -> str:
-        if self.ok:
-            return f"ok    {self.cell}: {self.detail}"
-        return f"FAIL  {self.cell}: {self.stage}: {self.detail}"
-
-
 class _Fail(Exception):
     def __init__(self, stage: str, detail: str) -> None:
         super().__init__(detail)
         self.stage = stage
-
-
-def _one_line(text: str) -> str:
-    text = " ".join(str(text).split())
-    return text[:300] + ("..." if len(text) > 300 else "")
 
 
 def _ours(cell: Cell, tokens: sy.SyntheticTokens, mode: str, info: dict[str, Any]):
@@ -133,12 +115,12 @@ def check_cell(cell: Cell, *, batch_size: int = 4, response_len: int = 12) -> Ce
             overrides = cell_overrides(cell, settings)
             actor = compose_and_validate(tuple(overrides))[1]["actor"]
         except (OverrideError, VerlConfigError, ValueError) as exc:
-            raise _Fail("config", _one_line(str(exc))) from None
+            raise _Fail("config", one_line(str(exc))) from None
         detail = _loss_path(cell, actor, settings, batch_size, response_len)
     except _Fail as exc:
-        return CellCheck(cell.id, False, exc.stage, _one_line(str(exc)))
+        return CellCheck(cell.id, False, exc.stage, one_line(str(exc)))
     except Exception as exc:  # verl's or ours, unexpected: report it on the cell's line
-        return CellCheck(cell.id, False, "error", _one_line(f"{type(exc).__name__}: {exc}"))
+        return CellCheck(cell.id, False, "error", one_line(f"{type(exc).__name__}: {exc}"))
     return CellCheck(cell.id, True, "", detail)
 
 

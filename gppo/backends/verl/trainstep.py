@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from gppo import metrics as m
-from gppo.backends.verl.preflight import CellCheck, _one_line
+from gppo.backends.verl.checkresult import CellCheck, one_line
 from gppo.cell import Cell
 
 #: The scale of the step (every other setting is the cell's own).
@@ -82,7 +82,7 @@ def train_step(cell: Cell, *, timeout_s: float = 1200.0) -> CellCheck:
             small, note = step_cell(cell, work)
             job = get_backend("verl").job(small)
         except Exception as exc:
-            return CellCheck(cell.id, False, "config", _one_line(f"{type(exc).__name__}: {exc}"))
+            return CellCheck(cell.id, False, "config", one_line(f"{type(exc).__name__}: {exc}"))
         uri = f"sqlite:///{work}/mlflow.db"
         client = MlflowClient(uri)
         run_id = client.create_run(client.create_experiment("train-step")).info.run_id
@@ -103,7 +103,7 @@ def train_step(cell: Cell, *, timeout_s: float = 1200.0) -> CellCheck:
             error = next(
                 (ln for ln in reversed(lines) if "Error" in ln), lines[-1] if lines else ""
             )
-            return CellCheck(cell.id, False, "train-step", _one_line(f"exit {rc}: {error}"))
+            return CellCheck(cell.id, False, "train-step", one_line(f"exit {rc}: {error}"))
         metrics = client.get_run(run_id).data.metrics
         wanted = [
             m.TRAIN_SCORE,

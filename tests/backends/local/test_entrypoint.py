@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -50,6 +51,7 @@ def _run(args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProc
     )
 
 
+@pytest.mark.slow
 def test_cell_logs_into_the_dispatchers_run(tmp_path) -> None:
     uri = f"sqlite:///{tmp_path}/mlflow.db"
     client = MlflowClient(tracking_uri=uri)

@@ -67,6 +67,7 @@ def _grpo_cell(seed: int, tmp_path) -> dict:
     return json.loads(out.read_text())
 
 
+@pytest.mark.slow
 def test_grpo_from_the_shipped_base_improves_on_it(tmp_path) -> None:
     with ThreadPoolExecutor(len(SEEDS)) as pool:
         runs = list(pool.map(lambda s: _grpo_cell(s, tmp_path), SEEDS))

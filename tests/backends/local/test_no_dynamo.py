@@ -34,6 +34,7 @@ def test_refuses_differentiable() -> None:
         AdamW([torch.zeros(1, requires_grad=True)], differentiable=True)
 
 
+@pytest.mark.slow
 def test_a_cell_process_never_imports_dynamo(tmp_path) -> None:
     code = (
         "import sys\n"

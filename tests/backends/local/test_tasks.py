@@ -38,6 +38,7 @@ def test_benchmarks_fixed_distinct_and_scored_by_reference(domain: str) -> None:
         assert encode(probs[0].prompt)  # every character is in the vocabulary
 
 
+@pytest.mark.slow
 def test_benchmarks_are_deterministic_across_processes() -> None:
     import subprocess
     import sys

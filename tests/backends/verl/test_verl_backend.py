@@ -36,6 +36,7 @@ def _cell(all_paper_cells, config="paper-math", cid="kl-atomic-s0"):
     return next(c for c in all_paper_cells[config] if c.id == cid)
 
 
+@pytest.mark.slow
 def test_golden_command(all_paper_cells):
     job = get_backend("verl").job(_cell(all_paper_cells))
     resources = json.loads(json.dumps(vars(job.resources)))  # custom resources: tuple -> list
@@ -123,6 +124,7 @@ def test_wrapper_hands_the_overrides_to_verls_own_hydra_main(all_paper_cells, ca
     assert cfg["trainer"]["experiment_name"] == "kl-atomic-s0"
 
 
+@pytest.mark.slow
 def test_import_and_job_without_verl(all_paper_cells):
     """`import gppo.backends.verl.backend` (and job()) work where verl is not installed."""
     cell = _cell(all_paper_cells)

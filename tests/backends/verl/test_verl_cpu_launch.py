@@ -82,12 +82,12 @@ def _steps(uri: str, run_id: str, key: str) -> list[int]:
 
 
 def _logged_step(uri: str, cell_id: str) -> int:
-    """The latest training step of the cell's run the launcher can see (``train/score``; verl
-    logs a step's metrics after saving its checkpoint, so that step is checkpointed), 0 if none."""
+    """The latest training step verl logged into the cell's run (``training/global_step``, as
+    verl writes it, before the entrypoint maps it onto ``train/score``), 0 if none."""
     run = _cell_runs(uri).get(cell_id)
     if run is None:
         return 0
-    history = MlflowClient(uri).get_metric_history(run.info.run_id, M.TRAIN_SCORE)
+    history = MlflowClient(uri).get_metric_history(run.info.run_id, "training/global_step")
     return max((m.step for m in history), default=0)
 
 
@@ -126,7 +126,7 @@ def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_ste
 def test_launch_trains_verl_cells_through_a_killed_and_a_hung_vllm_engine(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
-    steps = 6
+    steps = 20  # a tiny step takes about 0.7 s: room for two faults before the end
     spec = _spec(
         tmp_path,
         verl={"total_steps": steps, "eval_every": steps, "save_every": 1},
@@ -173,7 +173,7 @@ def test_launch_trains_verl_cells_through_a_killed_and_a_hung_vllm_engine(
 def test_a_killed_launcher_and_head_resume_the_cell_from_verls_checkpoint(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
-    steps = 3
+    steps = 10
     spec = _spec(
         tmp_path,
         verl={"total_steps": steps, "eval_every": steps, "save_every": 1},

@@ -135,6 +135,7 @@ def test_rollout_is_weights_and_other_cell_settings(all_paper_cells):
     torch.testing.assert_close(v_grad, log_prob.grad, rtol=0, atol=0)
 
 
+@pytest.mark.slow
 def test_entry_point_and_env_var_register_the_loss():
     from importlib.metadata import entry_points
 

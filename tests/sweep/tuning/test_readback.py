@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gppo import metrics as M
 from gppo.store.tracking import Tracking, log_metrics
 from gppo.sweep.tuning.attrs import HEARTBEAT, OWNER, Owner, owner_alive
@@ -38,6 +40,7 @@ def test_objective_and_intermediate_values(tmp_path: Path) -> None:
     assert objective_value(tracking, run, metric="train/nothing", k=8) is None
 
 
+@pytest.mark.slow
 def test_owner_alive() -> None:
     me = Owner.me()
     dead = subprocess.Popen([sys.executable, "-c", "pass"])

@@ -1,0 +1,23 @@
+"""One pre-flight result per cell and stage, printed as one line (``gppo-sweep check``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CellCheck:
+    cell: str
+    ok: bool
+    stage: str  # config | loss | bf16 | metrics | "" when ok
+    detail: str  # one line
+
+    def line(self) -> str:
+        if self.ok:
+            return f"ok    {self.cell}: {self.detail}"
+        return f"FAIL  {self.cell}: {self.stage}: {self.detail}"
+
+
+def one_line(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text[:300] + ("..." if len(text) > 300 else "")
