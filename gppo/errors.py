@@ -18,6 +18,8 @@ allowed. The CLI maps an error to its exit code in one place (:func:`exit_code`)
     ├── ClusterUnreachable (RuntimeError) exit 1 the Ray cluster stopped answering mid-sweep
     │                                           (``ray.unreachable_timeout_s``); jobs left as
     │                                           they are, for a relaunch
+    ├── TrackingUnreachable (RuntimeError) exit 1 the same for the tracking server
+    │                                           (``tracking.unreachable_timeout_s``)
     ├── TuneError         (RuntimeError) exit 1 a study could not reach its trial count
     └── ReportError       (ValueError)  exit 2  bad report input (a CSV, a sweep id, a store)
 
@@ -108,6 +110,12 @@ class SubmissionExists(LaunchError, RuntimeError):
 class ClusterUnreachable(GppoError, RuntimeError):
     """The Ray cluster has not answered for longer than ``ray.unreachable_timeout_s`` (one line);
     the launcher stopped and left the cells' runs and jobs for a relaunch to settle."""
+
+
+class TrackingUnreachable(GppoError, RuntimeError):
+    """The tracking server has not answered the launcher for longer than
+    ``tracking.unreachable_timeout_s`` (one line); the jobs and their runs are left for a
+    relaunch to settle."""
 
 
 class TuneError(GppoError, RuntimeError):

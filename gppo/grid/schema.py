@@ -144,6 +144,10 @@ class Tracking(_Strict):
     #: node mounts at the same path; without it a remote ``ray.address`` with a local store is
     #: refused (:mod:`gppo.sweep.guard`).
     shared_filesystem: bool = False
+    #: seconds the tracking server may go without answering the launcher before it stops with
+    #: :class:`gppo.errors.TrackingUnreachable` (running jobs and their runs are left for a
+    #: relaunch); meanwhile the launcher holds its submissions and run endings
+    unreachable_timeout_s: float = Field(600.0, gt=0)
 
 
 #: resource names Ray manages itself (``num_cpus`` / ``num_gpus`` / ``memory_gb`` set them)

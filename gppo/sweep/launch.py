@@ -30,8 +30,9 @@ from typing import Any
 from gppo import metrics as M
 from gppo.backends.base import get_backend
 from gppo.cell import Cell
-from gppo.errors import ClusterUnreachable
+from gppo.errors import ClusterUnreachable, TrackingUnreachable
 from gppo.grid.plan import Plan
+from gppo.store.health import is_unreachable_error, tracking_unreachable
 from gppo.store.tracking import attempt_of, is_finished, latest_metric
 from gppo.sweep.dispatcher import (
     ACTIVE,
@@ -193,6 +194,10 @@ class Launcher:
         self.unreachable_timeout_s = unreachable_timeout_s or plan.spec.ray.unreachable_timeout_s
         self._silent_since: float | None = None  # monotonic time of the first unanswered call
         self._silent_error = ""
+        #: the same for the tracking server (``tracking.unreachable_timeout_s``)
+        self.tracking_timeout_s = plan.spec.tracking.unreachable_timeout_s
+        self._tracking_down_since: float | None = None
+        self._tracking_error = ""
 
     def run(self) -> LaunchResult:
         """Check the store is reachable from the cluster, hold the sweep's lock, dispatch.
@@ -246,21 +251,24 @@ class Launcher:
         last_metrics = 0.0
         while not self.stop_event.is_set():
             now = time.time()
-            ended = []
             for st in [c for c in cells.values() if c.state == RUNNING]:
-                if self._poll(ctx, st, disp):
-                    ended.append(st)
-                elif self._silent_since is not None:
+                if not self._poll(ctx, st, disp) and self._silent_since is not None:
                     break  # no answer: the other polls of this round would wait in vain too
-            # free slots are refilled first; the ended runs' bookkeeping comes after
-            self._submit_ready(ctx, disp, cells)
-            for st in ended:
-                self._end(disp, st)
             self._check_silence(ctx)
-            if time.monotonic() - last_metrics >= self.metrics_every_s:
-                self._refresh_metrics(ctx, cells)
-                last_metrics = time.monotonic()
-                self._stop_stalled(disp, cells)
+            if self._tracking_answers(ctx):  # else submissions and endings wait for it
+                try:
+                    # free slots are refilled first; the ended runs' bookkeeping comes after
+                    self._submit_ready(ctx, disp, cells)
+                    for st in [c for c in cells.values() if c.state == ENDING]:
+                        self._end(disp, st)
+                    if time.monotonic() - last_metrics >= self.metrics_every_s:
+                        self._refresh_metrics(ctx, cells)
+                        last_metrics = time.monotonic()
+                        self._stop_stalled(disp, cells)
+                except Exception as exc:
+                    if not is_unreachable_error(exc):
+                        raise
+                    self._tracking_failed(ctx, _reason(exc))  # the same step is retried
             self.on_update(result)
             active = [c for c in cells.values() if c.state in (PENDING, WAITING, RUNNING, ENDING)]
             if not active:
@@ -290,6 +298,40 @@ class Launcher:
         att.status = status or "LOST"
         st.state = ENDING
         return True
+
+    # -- a tracking server that does not answer ------------------------------------------------
+    def _tracking_answers(self, ctx: SweepContext) -> bool:
+        """Probe the tracking server; say when it goes away and comes back; give up (raise
+        :class:`TrackingUnreachable`) after ``tracking.unreachable_timeout_s``."""
+        why = tracking_unreachable(ctx.tracking.uri)
+        if why is not None:
+            self._tracking_failed(ctx, why)
+            return False
+        if self._tracking_down_since is not None:
+            log.warning(
+                "the tracking server at %s answers again after %.0f s; resuming submissions and "
+                "run endings", ctx.tracking.uri, time.monotonic() - self._tracking_down_since,
+            )  # fmt: skip
+            self._tracking_down_since = None
+        return True
+
+    def _tracking_failed(self, ctx: SweepContext, why: str) -> None:
+        self._tracking_error = why
+        now = time.monotonic()
+        if self._tracking_down_since is None:
+            self._tracking_down_since = now
+            log.warning(
+                "the tracking server at %s does not answer (%s); holding submissions and run "
+                "endings, waiting up to %.0f s (running cells keep training)",
+                ctx.tracking.uri, why, self.tracking_timeout_s,
+            )  # fmt: skip
+        elif now - self._tracking_down_since >= self.tracking_timeout_s:
+            raise TrackingUnreachable(
+                f"{self.plan.source}: the tracking server at {ctx.tracking.uri} has not answered "
+                f"for {now - self._tracking_down_since:.0f} s (tracking.unreachable_timeout_s = "
+                f"{self.tracking_timeout_s:g}; last error: {why}); running jobs and their runs "
+                "are left as they are: launch again once it answers"
+            )
 
     # -- a cluster that does not answer -------------------------------------------------------
     def _no_answer(self, ctx: SweepContext, exc: BaseException) -> None:
@@ -448,8 +490,9 @@ class Launcher:
                 disp.stop(att.submission_id)
             except OSError:  # no answer: the cluster-silence path takes over
                 continue
-            att.status, st.stall_note = "FAILED", note
-            self._end(disp, st)  # FAILED with the note: retried like any failure
+            # FAILED with the note, retried like any failure (ended by the loop: the run's
+            # bookkeeping waits for the tracking server like every other ending)
+            att.status, st.stall_note, st.state = "FAILED", note, ENDING
 
     # -- endings ---------------------------------------------------------------------------------
     def _interrupt(self, ctx: SweepContext, disp: Dispatcher, result: LaunchResult) -> None:

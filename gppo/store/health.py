@@ -1,0 +1,50 @@
+"""Is the tracking store answering? A quick probe the launcher makes before it writes.
+
+MLflow's REST client retries a failed call for about two minutes before it raises
+(``MLFLOW_HTTP_REQUEST_MAX_RETRIES``, ``..._BACKOFF_FACTOR``), which is what the cells need to
+ride out a restart of the tracking server; the launcher instead asks the server's ``/health``
+with a short timeout each round, so it can say at once that the server went away, hold its own
+writes (submissions, the endings of runs) until it is back, and give up after
+``tracking.unreachable_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+#: Seconds the probe waits for an answer.
+PROBE_TIMEOUT_S = 3.0
+
+
+def tracking_unreachable(uri: str, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """Why the tracking server at ``uri`` does not answer, or None when it does. Stores that are
+    not HTTP servers (SQLite files, a database URL) are not probed: None."""
+    if not uri.startswith(("http://", "https://")):
+        return None
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout) as answer:
+            if answer.status == 200:
+                return None
+            return f"/health answered {answer.status}"
+    except urllib.error.HTTPError as exc:
+        return f"/health answered {exc.code}"
+    except (OSError, ValueError) as exc:  # refused, reset, timed out, DNS
+        return f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+
+
+def is_unreachable_error(exc: BaseException) -> bool:
+    """Whether an exception from an MLflow call means the store did not answer (as opposed to a
+    refusal of the request itself)."""
+    text = f"{type(exc).__name__}: {exc}"
+    signs = (
+        "Max retries exceeded",
+        "Connection refused",
+        "ConnectionError",
+        "ConnectionResetError",
+        "RemoteDisconnected",
+        "Read timed out",
+        "OperationalError",
+        "503",
+    )
+    return isinstance(exc, OSError) or any(sign in text for sign in signs)

@@ -1,0 +1,176 @@
+"""A tracking server that goes away mid-sweep, on the real engines: an ``mlflow server`` (SQLite
+backend) the test stops and starts again on the same port, a real local Ray head, probe cells
+that log into their runs through the server while it is down.
+
+1. Down for 60 s, then back: the launcher says so (one line each way), holds its submissions and
+   run endings meanwhile, the cells ride it out with MLflow's own retries, and every cell
+   finishes exactly once with no run left RUNNING.
+2. Down past ``tracking.unreachable_timeout_s``: the launcher stops with one line and a non-zero
+   exit, leaving the jobs running; once the server is back a relaunch settles them, and no cell
+   runs twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from gppo import metrics as M
+from gppo.errors import TrackingUnreachable
+from gppo.grid.plan import load_plan
+from gppo.store.health import tracking_unreachable
+from gppo.sweep.cluster import free_port
+from gppo.sweep.launch import Launcher
+
+from .conftest import write_spec
+
+pytestmark = pytest.mark.slow
+
+
+class Server:
+    """``mlflow server`` on a fixed port and SQLite store, that can be stopped and restarted."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.port = root, free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 120.0) -> None:
+        mlflow = str(Path(sys.executable).with_name("mlflow"))
+        cmd = [
+            mlflow, "server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1",
+            "--backend-store-uri", f"sqlite:///{self.root}/server.db",
+            "--default-artifact-root", str(self.root / "artifacts"),
+        ]  # fmt: skip
+        with open(self.root / "server.log", "ab") as log:
+            self.proc = subprocess.Popen(
+                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            )
+        deadline = time.monotonic() + timeout
+        while tracking_unreachable(self.uri) is not None:
+            assert time.monotonic() < deadline, (self.root / "server.log").read_text()[-2000:]
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=10)
+                break
+        self.proc = None
+
+
+@pytest.fixture
+def server(tmp_path):
+    srv = Server(tmp_path)
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def _spec(tmp_path: Path, address: str, uri: str, **tracking) -> Path:
+    return write_spec(
+        tmp_path,
+        address,
+        name="outage",
+        grid={"divergences": ["tv", "kl", "chi2"], "estimators": ["mc"]},
+        probe={"steps": 8, "sleep_s": 3.0, "marker_dir": str(tmp_path / "m")},
+        tracking={"uri": uri, **tracking},
+        retries={"max": 1, "backoff_s": 0.2, "stall_timeout_s": 0},
+    )
+
+
+def _records() -> tuple[list[str], logging.Handler]:
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda rec: records.append(rec.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("gppo.sweep.launch").addHandler(handler)
+    return records, handler
+
+
+def _outage_after_first_start(tmp_path: Path, server: Server, down_s: float) -> threading.Thread:
+    """Stop the server once a cell process has started; start it again ``down_s`` later."""
+
+    def run() -> None:
+        deadline = time.monotonic() + 120
+        while not list((tmp_path / "m").glob("*.times")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        server.stop()
+        time.sleep(down_s)
+        server.start()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _attempts(tmp_path: Path) -> dict[str, int]:
+    return {
+        p.name.removesuffix(".attempts"): len(p.read_text().splitlines())
+        for p in (tmp_path / "m").glob("*.attempts")
+    }
+
+
+def _cell_runs(uri: str) -> list:
+    client = MlflowClient(uri)
+    runs = []
+    for exp in client.search_experiments():
+        runs += client.search_runs([exp.experiment_id], max_results=100)
+    return [r for r in runs if r.data.tags.get(M.TAG_ROLE) == M.ROLE_CELL]
+
+
+def test_a_tracking_server_away_for_60_s_loses_nothing(tmp_path, ray_cluster, server):
+    plan = load_plan(_spec(tmp_path, ray_cluster.address, server.uri))
+    records, handler = _records()
+    outage = _outage_after_first_start(tmp_path, server, down_s=60)
+    try:
+        result = Launcher(plan, poll_s=0.5, metrics_every_s=1.0).run()
+    finally:
+        logging.getLogger("gppo.sweep.launch").removeHandler(handler)
+    outage.join(timeout=200)
+    assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
+    down = [line for line in records if "does not answer" in line]
+    back = [line for line in records if "answers again after" in line]
+    assert len(down) == 1 and server.uri in down[0], records  # one line per event
+    assert len(back) == 1 and int(back[0].split("after ")[1].split(" s")[0]) >= 60, records
+    assert _attempts(tmp_path) == {"tv-mc-s0": 1, "kl-mc-s0": 1, "chi2-mc-s0": 1}  # once each
+    runs = _cell_runs(server.uri)
+    assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3
+    client = MlflowClient(server.uri)
+    for run in runs:  # every step the cells logged while the server was away is there
+        steps = sorted(m.step for m in client.get_metric_history(run.info.run_id, M.TRAIN_SCORE))
+        assert steps == list(range(1, 9)), (run.data.tags[M.TAG_CELL_ID], steps)
+
+
+def test_a_tracking_server_away_too_long_stops_the_launcher_and_a_relaunch_settles(
+    tmp_path, ray_cluster, server
+):
+    spec = _spec(tmp_path, ray_cluster.address, server.uri, unreachable_timeout_s=8)
+    plan = load_plan(spec)
+    outage = _outage_after_first_start(tmp_path, server, down_s=20)
+    t0 = time.monotonic()
+    with pytest.raises(TrackingUnreachable) as err:
+        Launcher(plan, poll_s=0.5, metrics_every_s=1.0).run()
+    assert time.monotonic() - t0 < 60
+    line = str(err.value)
+    assert "\n" not in line and "tracking.unreachable_timeout_s = 8" in line, line
+    assert server.uri in line and "launch again once it answers" in line, line
+    outage.join(timeout=200)  # the server is back
+    result = Launcher(load_plan(spec), poll_s=0.5, metrics_every_s=1.0).run()
+    assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
+    assert _attempts(tmp_path) == {"tv-mc-s0": 1, "kl-mc-s0": 1, "chi2-mc-s0": 1}  # once each
+    runs = _cell_runs(server.uri)
+    assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3  # nothing left RUNNING
