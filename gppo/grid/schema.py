@@ -49,6 +49,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from gppo.grid import registries
 from gppo.objectives.aggregation import AGG_MODES
+from gppo.objectives.checks import check_ratio_bounds
 from gppo.objectives.divergences import paper_divergences
 from gppo.objectives.estimators import paper_estimators
 from gppo.objectives.methods import baseline_names
@@ -114,9 +115,7 @@ class Objective(_Strict):
     @field_validator("ratio_bounds")
     @classmethod
     def _bounds(cls, v: tuple[float, float] | None) -> tuple[float, float] | None:
-        if v is not None and not 0.0 <= v[0] < 1.0 < v[1]:
-            raise ValueError(f"ratio_bounds must satisfy 0 <= lo < 1 < hi (got {list(v)})")
-        return v
+        return check_ratio_bounds(v)  # the library's rule and wording
 
 
 class Calibration(_Strict):

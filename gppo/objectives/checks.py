@@ -26,21 +26,23 @@ def check_same_shape(**tensors: Tensor) -> None:
             )
 
 
+#: The one rule for the fixed ratio limits, shared by the library, the grid spec and the verl
+#: plugin (each calls :func:`check_ratio_bounds`): r = 1 strictly inside, high may be +inf.
+RATIO_BOUNDS_RULE = "None or a pair (low, high) with 0 <= low < 1 < high"
+
+
 def check_ratio_bounds(ratio_bounds: object) -> tuple[float, float] | None:
+    """``(low, high)`` as floats, or None; raises ValueError naming :data:`RATIO_BOUNDS_RULE`."""
     if ratio_bounds is None:
         return None
     try:
         lo, hi = (float(x) for x in ratio_bounds)  # type: ignore[union-attr]
     except (TypeError, ValueError):
         raise ValueError(
-            f"ratio_bounds must be None or a pair (low, high) with 0 <= low <= 1 <= high, "
-            f"got {ratio_bounds!r}"
+            f"ratio_bounds must be {RATIO_BOUNDS_RULE}, got {ratio_bounds!r}"
         ) from None
-    if not (0.0 <= lo <= 1.0 <= hi) or math.isnan(hi):
-        raise ValueError(
-            f"ratio_bounds must be None or a pair (low, high) with 0 <= low <= 1 <= high, "
-            f"got {ratio_bounds!r}"
-        )
+    if not (0.0 <= lo < 1.0 < hi) or math.isnan(hi):
+        raise ValueError(f"ratio_bounds must be {RATIO_BOUNDS_RULE}, got {ratio_bounds!r}")
     return lo, hi
 
 

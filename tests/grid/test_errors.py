@@ -30,7 +30,7 @@ CORPUS = [
      "baselines[1]: unknown baseline 'ppo'; known: gspo, gmpo, sapo, cispo, clip_cov"),
     (BASE + "colour: red\n", "colour: unknown key 'colour'; allowed: name, backend, probe, grid,"),
     (BASE + "ray: {max_concurent: 3}\n",
-     "ray.max_concurent: unknown key 'max_concurent'; allowed: address, max_concurrent, resources"),
+     "ray.max_concurent: unknown key 'max_concurent'; allowed: address, local_head, max_concurrent, resources"),
     (BASE + "ray: {max_concurrent: 0}\n", "ray.max_concurrent: Input should be greater than or equal to 1 (got 0)"),
     (BASE + "calibration: {r_min: 1.5}\n", "calibration.r_min: Input should be less than 1 (got 1.5)"),
     (BASE + "seeds: -1\n", "seeds: seeds must be a count in 1..10000 or a list of seeds (got -1)"),
@@ -58,7 +58,7 @@ CORPUS = [
     ("name: !!python/object/apply:os.system ['touch pwned']\n", "invalid YAML at line 1"),
     (BASE + "baselines: [gspo]\nbaseline_params: {gspo: {bogus: 1}}\n", "baseline_params.gspo: "),
     (BASE + "baseline_params: {sapo: {}}\n", "baseline_params.sapo: 'sapo' is not in baselines"),
-    (BASE + "objective: {ratio_bounds: [2, 10]}\n", "objective.ratio_bounds: ratio_bounds must satisfy"),
+    (BASE + "objective: {ratio_bounds: [2, 10]}\n", "objective.ratio_bounds: ratio_bounds must be None or a pair (low, high) with 0 <= low < 1 < high"),
     (BASE + "objective: {loss_agg_mode: mean}\n", "objective.loss_agg_mode: Input should be 'token-mean'"),
     (BASE + "calibration: {delta: {kll: 0.1}}\n", "calibration.delta.kll: 'kll' is neither a divergence"),
 ]  # fmt: skip

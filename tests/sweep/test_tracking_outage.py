@@ -34,7 +34,7 @@ from gppo.sweep.launch import Launcher
 
 from .conftest import write_spec
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 class Server:

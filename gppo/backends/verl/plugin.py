@@ -61,6 +61,7 @@ class GPPOPolicyLossConfig(PolicyLossConfig):
 
     def __post_init__(self) -> None:
         from gppo.errors import UnknownNameError
+        from gppo.objectives.checks import check_ratio_bounds
         from gppo.objectives.divergences import canonical_divergence
         from gppo.objectives.estimators import get_estimator
 
@@ -76,11 +77,11 @@ class GPPOPolicyLossConfig(PolicyLossConfig):
             raise ValueError(f"policy_loss.delta must be > 0, got {self.delta}")
         if not 0.0 < self.r_min < 1.0:
             raise ValueError(f"policy_loss.r_min must be in (0, 1), got {self.r_min}")
-        lo, hi = self.ratio_bound_low, self.ratio_bound_high
-        if lo is not None and hi is not None and not 0.0 <= lo < 1.0 < hi:
-            raise ValueError(
-                f"policy_loss ratio bounds must satisfy 0 <= low < 1 < high, got ({lo}, {hi})"
-            )
+        if self.ratio_bounds is not None:  # the library's rule and wording
+            try:
+                check_ratio_bounds(self.ratio_bounds)
+            except ValueError as exc:
+                raise ValueError(f"policy_loss: {exc}") from None
         if self.dual_clip is not None and not self.dual_clip > 1.0:
             raise ValueError(f"policy_loss.dual_clip must be > 1 (or null), got {self.dual_clip}")
 

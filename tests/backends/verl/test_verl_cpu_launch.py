@@ -123,6 +123,7 @@ def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_ste
     return runs
 
 
+@pytest.mark.timeout(2400)
 def test_launch_trains_verl_cells_through_a_killed_and_a_hung_vllm_engine(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
@@ -170,6 +171,7 @@ def test_launch_trains_verl_cells_through_a_killed_and_a_hung_vllm_engine(
     assert "MC (GRPO)" in table and "Atomic" in table and "smoke" in table, table
 
 
+@pytest.mark.timeout(1800)
 def test_a_killed_launcher_and_head_resume_the_cell_from_verls_checkpoint(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
@@ -206,6 +208,7 @@ def test_a_killed_launcher_and_head_resume_the_cell_from_verls_checkpoint(
     assert before and after and min(after) > 1, (before, after)  # not from step 0
 
 
+@pytest.mark.timeout(1500)
 def test_check_train_step_runs_one_step_of_verls_trainer_per_cell(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
