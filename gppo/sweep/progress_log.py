@@ -9,6 +9,7 @@ cells have finished (:func:`eta_s`, shared with the live view).
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -57,13 +58,22 @@ def _pct(score: float) -> str:
 
 
 def first_line_of_failure(tags: dict[str, str]) -> str:
-    """The reason of a failed run: the failure tag's first line and the log's last line."""
+    """The reason of a failed run: the failure tag's first line and the log's last error line
+    (the last line that names an error or exception, else the last line: a trainer's final
+    lines are often warnings printed while it shuts down)."""
     text = tags.get(M.TAG_FAILURE, "").strip()
     if not text:
         return ""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    why = lines[0]
-    return why if len(lines) == 1 else f"{why}: {lines[-1][:200]}"
+    why, tail = lines[0], lines[1:]
+    if not tail:
+        return why
+    errors = [ln for ln in tail if _ERROR_LINE.search(ln)]
+    return f"{why}: {(errors or tail)[-1][:200]}"
+
+
+#: a log line that reports the failure itself (``ValueError: ...``, ``Traceback``, ``ERROR``)
+_ERROR_LINE = re.compile(r"\b\w*(Error|Exception)\b|\bTraceback\b|\bERROR\b|\bFatal\b")
 
 
 @dataclass

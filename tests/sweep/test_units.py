@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from filelock import FileLock
 
+from gppo import metrics as M
 from gppo.grid import load_plan
 from gppo.store.tracking import cell_params
 from gppo.store.uri import resolve_tracking_uri, state_root
@@ -116,3 +117,13 @@ def test_transient_store_errors_are_retried_and_others_are_not():
     with pytest.raises(RuntimeError, match="params"):
         retry_locked(broken, base_s=0.001)
     assert len(calls) == 1
+
+
+def test_a_failure_line_names_the_error_not_the_last_warning():
+    from gppo.sweep.progress_log import first_line_of_failure
+
+    tail = "job FAILED\nTraceback (most recent call last):\nRuntimeError: engine died\nW1202 shutdown warning"
+    assert first_line_of_failure({M.TAG_FAILURE: tail}) == "job FAILED: RuntimeError: engine died"
+    assert first_line_of_failure({M.TAG_FAILURE: "job FAILED\nplain\nlast"}) == "job FAILED: last"
+    assert first_line_of_failure({M.TAG_FAILURE: "stalled: no new step"}) == "stalled: no new step"
+    assert first_line_of_failure({}) == ""
