@@ -34,6 +34,7 @@ from gppo.backends.verl.cpu import CPU_ENV
 from gppo.backends.verl.overrides import cell_checkpoint_dir, cell_overrides
 from gppo.backends.verl.settings import DOMAIN_BENCHMARKS, VerlSettings
 from gppo.cell import Cell, Resources
+from gppo.errors import BackendError
 
 PLUGIN_MODULE = "gppo.backends.verl.plugin"
 #: Env vars verl's ``main_ppo`` puts in its own ``ray.init`` runtime env (constants_ppo.py): the
@@ -68,6 +69,10 @@ VERL_RESERVED_ENV = frozenset(
 DISPATCHER_ENV = frozenset({"MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID"})
 
 
+class CPUEnvironmentMissing(BackendError):
+    """A verl CPU spec launched from a Python without vLLM (one line; nothing submitted)."""
+
+
 @register_backend
 class VerlBackend(Backend):
     name: ClassVar[str] = "verl"
@@ -90,7 +95,14 @@ class VerlBackend(Backend):
         return 3600.0
 
     def prepare(self, settings: VerlSettings) -> None:
-        """``smoke_assets: true``: build the tiny model and data once (a few seconds)."""
+        """``cpu: true``: check that this Python (the one the cells run with) has vLLM's CPU
+        build; ``smoke_assets: true``: build the tiny model and data once (a few seconds)."""
+        if settings.cpu and settings.python is None and importlib.util.find_spec("vllm") is None:
+            raise CPUEnvironmentMissing(
+                "verl.cpu: true runs verl and vLLM's CPU build in this Python, which has no vLLM: "
+                "create the verl CPU environment with scripts/verl-cpu-env.sh and launch with "
+                ".venv-verl-cpu/bin/gppo-sweep"
+            )
         if settings.smoke_assets:
             from gppo.backends.verl.cpu.smoke import build_smoke_assets
 

@@ -1,4 +1,5 @@
-"""gppo.backends.verl.resume: a checkpoint saved but never logged is not resumed from."""
+"""gppo.backends.verl.resume (a checkpoint saved but never logged is not resumed from) and the
+CPU preset refused where vLLM is missing."""
 
 from __future__ import annotations
 
@@ -34,3 +35,21 @@ def test_without_an_older_checkpoint_the_gap_is_said(tmp_path):
     note = align_checkpoints(root, logged_step=1)
     assert (root / TRACKER).read_text() == "3" and saved_steps(root) == [3]
     assert "no older checkpoint is kept" in note and "lack step(s) 2..3" in note
+
+
+def test_a_cpu_spec_launched_without_vllm_is_refused_in_one_line():
+    """The main environment has no vLLM: the CPU preset is refused before anything is built or
+    submitted, naming the command that sets the CPU environment up."""
+    import importlib.util
+
+    import pytest
+
+    from gppo.backends.base import get_backend
+    from gppo.backends.verl.backend import CPUEnvironmentMissing
+    from gppo.backends.verl.settings import VerlSettings
+
+    assert importlib.util.find_spec("vllm") is None  # the locked main environment
+    settings = VerlSettings(cpu=True, smoke_assets=True)
+    with pytest.raises(CPUEnvironmentMissing, match=r"scripts/verl-cpu-env\.sh") as err:
+        get_backend("verl").prepare(settings)
+    assert "\n" not in str(err.value)
