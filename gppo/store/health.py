@@ -10,8 +10,11 @@ writes (submissions, the endings of runs) until it is back, and give up after
 
 from __future__ import annotations
 
+import contextlib
+import os
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 
 #: Seconds the probe waits for an answer.
 PROBE_TIMEOUT_S = 3.0
@@ -48,3 +51,25 @@ def is_unreachable_error(exc: BaseException) -> bool:
         "503",
     )
     return isinstance(exc, OSError) or any(sign in text for sign in signs)
+
+
+#: MLflow's REST client settings the launcher uses for its own calls (:func:`fail_fast`).
+FAIL_FAST_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+
+
+@contextlib.contextmanager
+def fail_fast(uri: str) -> Iterator[None]:
+    """Within the block, this process's MLflow REST calls to ``uri`` fail at once instead of
+    retrying for minutes (MLflow reads these variables at each request), so the launcher sees an
+    outage that starts between its probe and its call. Variables the user set are kept; the
+    launcher starts no process inside the block, so the cells keep MLflow's default retries."""
+    if not uri.startswith(("http://", "https://")):
+        yield
+        return
+    added = {k: v for k, v in FAIL_FAST_ENV.items() if k not in os.environ}
+    os.environ.update(added)
+    try:
+        yield
+    finally:
+        for key in added:
+            os.environ.pop(key, None)

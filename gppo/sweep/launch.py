@@ -32,7 +32,7 @@ from gppo.backends.base import get_backend
 from gppo.cell import Cell
 from gppo.errors import ClusterUnreachable, TrackingUnreachable
 from gppo.grid.plan import Plan
-from gppo.store.health import is_unreachable_error, tracking_unreachable
+from gppo.store.health import fail_fast, is_unreachable_error, tracking_unreachable
 from gppo.store.tracking import attempt_of, is_finished, latest_metric
 from gppo.sweep.dispatcher import (
     ACTIVE,
@@ -257,14 +257,15 @@ class Launcher:
             self._check_silence(ctx)
             if self._tracking_answers(ctx):  # else submissions and endings wait for it
                 try:
-                    # free slots are refilled first; the ended runs' bookkeeping comes after
-                    self._submit_ready(ctx, disp, cells)
-                    for st in [c for c in cells.values() if c.state == ENDING]:
-                        self._end(disp, st)
-                    if time.monotonic() - last_metrics >= self.metrics_every_s:
-                        self._refresh_metrics(ctx, cells)
-                        last_metrics = time.monotonic()
-                        self._stop_stalled(disp, cells)
+                    with fail_fast(ctx.tracking.uri):  # an outage mid-round raises, not blocks
+                        # free slots are refilled first; the ended runs' bookkeeping comes after
+                        self._submit_ready(ctx, disp, cells)
+                        for st in [c for c in cells.values() if c.state == ENDING]:
+                            self._end(disp, st)
+                        if time.monotonic() - last_metrics >= self.metrics_every_s:
+                            self._refresh_metrics(ctx, cells)
+                            last_metrics = time.monotonic()
+                            self._stop_stalled(disp, cells)
                 except Exception as exc:
                     if not is_unreachable_error(exc):
                         raise

@@ -97,7 +97,9 @@ def _records() -> tuple[list[str], logging.Handler]:
     records: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda rec: records.append(rec.getMessage())  # type: ignore[method-assign]
-    logging.getLogger("gppo.sweep.launch").addHandler(handler)
+    logger = logging.getLogger("gppo.sweep.launch")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)  # whatever an earlier test (a CLI run) left it at
     return records, handler
 
 
