@@ -22,6 +22,7 @@ from gppo import metrics as M
 from gppo.cli import app
 from gppo.grid import load_plan
 from gppo.store.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, Tracking
+from gppo.sweep.cluster import free_port
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
@@ -42,12 +43,6 @@ def write(tmp_path: Path, text: str = SPEC) -> Path:
     path = tmp_path / "grid.yaml"
     path.write_text(text.replace("TMP", str(tmp_path)))
     return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def port_in_use(port: int) -> bool:

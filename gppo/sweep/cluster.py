@@ -60,10 +60,20 @@ class Cluster:
         return ray_http.job_client(self.address)
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free loopback ports. The sockets are held open together while the OS picks
+    them, so no two are the same (one socket at a time can hand out a port twice, and Ray refuses
+    to start when two of its components are given one port)."""
+    with contextlib.ExitStack() as stack:
+        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """One free loopback port (use :func:`free_ports` for several that must differ)."""
+    return free_ports(1)[0]
 
 
 def read_cluster(state_dir: Path) -> Cluster | None:
@@ -89,15 +99,15 @@ def start_local_head(
     state_dir.mkdir(parents=True, exist_ok=True)
     # unix socket paths are limited to 107 bytes: keep Ray's temp dir short.
     temp_dir = tempfile.mkdtemp(prefix="gr", dir="/tmp")
-    dash = free_port()
+    gcs, dash, client, agent_http, agent_grpc, runtime_env, metrics = free_ports(7)
     ray_bin = str(Path(sys.executable).with_name("ray"))
     cmd = [
         ray_bin, "start", "--head", "--block", "--disable-usage-stats",
         "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
-        f"--port={free_port()}", f"--dashboard-port={dash}",
-        f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
-        f"--dashboard-agent-grpc-port={free_port()}", f"--runtime-env-agent-port={free_port()}",
-        f"--metrics-export-port={free_port()}", f"--temp-dir={temp_dir}",
+        f"--port={gcs}", f"--dashboard-port={dash}",
+        f"--ray-client-server-port={client}", f"--dashboard-agent-listen-port={agent_http}",
+        f"--dashboard-agent-grpc-port={agent_grpc}", f"--runtime-env-agent-port={runtime_env}",
+        f"--metrics-export-port={metrics}", f"--temp-dir={temp_dir}",
         "--include-dashboard=true",
     ]  # fmt: skip
     if num_cpus is not None:

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from gppo.sweep import ray_http
-from gppo.sweep.cluster import free_port
+from gppo.sweep.cluster import free_port, free_ports
 
 WORKER_RESOURCE = "gppo_worker"
 BIN = Path(sys.executable).parent
@@ -87,11 +87,13 @@ class TwoNodes:
     worker_node_id: str
 
 
-def _node_ports() -> list[str]:
+def _node_ports(ports: list[int]) -> list[str]:
+    """The per-node flags, from six distinct ports (:func:`free_ports`)."""
+    node, objects, agent_http, agent_grpc, runtime_env, metrics = ports
     return [
-        f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
-        f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-        f"--runtime-env-agent-port={free_port()}", f"--metrics-export-port={free_port()}",
+        f"--node-manager-port={node}", f"--object-manager-port={objects}",
+        f"--dashboard-agent-listen-port={agent_http}", f"--dashboard-agent-grpc-port={agent_grpc}",
+        f"--runtime-env-agent-port={runtime_env}", f"--metrics-export-port={metrics}",
         "--min-worker-port=0", "--max-worker-port=0",  # workers bind ports the OS picks
     ]  # fmt: skip
 
@@ -102,7 +104,9 @@ def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
     env["RAY_USAGE_STATS_ENABLED"] = "0"
     # a joining node does not pick a mode by itself (only `ray start --head` does): give both
     env[ray_http.ENV_AUTH_MODE] = ray_http.head_auth_mode()
-    gcs, dash = free_port(), free_port()
+    # every port both nodes are given, picked at once so that none repeats
+    gcs, dash, client, *node_ports = free_ports(3 + 12)
+    head_ports, worker_ports = node_ports[:6], node_ports[6:12]
     # unix socket paths are limited to 107 bytes: short temp dirs
     head_tmp, worker_tmp = root / "h", root / "w"
     ray = str(BIN / "ray")
@@ -110,7 +114,7 @@ def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
         [ray, "start", "--head", "--block", "--disable-usage-stats", "--num-cpus=0",
          "--num-gpus=0", "--node-ip-address=127.0.0.1", f"--port={gcs}",
          "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}", "--include-dashboard=true",
-         f"--ray-client-server-port={free_port()}", f"--temp-dir={head_tmp}", *_node_ports()],
+         f"--ray-client-server-port={client}", f"--temp-dir={head_tmp}", *_node_ports(head_ports)],
         root / "head.log", env,
     )  # fmt: skip
     procs = [head]
@@ -120,7 +124,7 @@ def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
         worker = _spawn(
             [ray, "start", "--block", "--disable-usage-stats", f"--address=127.0.0.1:{gcs}",
              "--num-cpus=2", "--num-gpus=0", f"--resources={json.dumps({WORKER_RESOURCE: 8})}",
-             "--node-ip-address=127.0.0.1", f"--temp-dir={worker_tmp}", *_node_ports()],
+             "--node-ip-address=127.0.0.1", f"--temp-dir={worker_tmp}", *_node_ports(worker_ports)],
             root / "worker.log", env,
         )  # fmt: skip
         procs.insert(0, worker)

@@ -9,6 +9,7 @@ from gppo import metrics as M
 from gppo.grid import load_plan
 from gppo.store.tracking import cell_params
 from gppo.store.uri import resolve_tracking_uri, state_root
+from gppo.sweep.cluster import free_ports
 from gppo.sweep.dispatcher import submission_id
 from gppo.sweep.launch import LaunchBusy, Launcher, backoff
 from gppo.sweep.session import sweep_state_dir
@@ -127,3 +128,12 @@ def test_a_failure_line_names_the_error_not_the_last_warning():
     assert first_line_of_failure({M.TAG_FAILURE: "job FAILED\nplain\nlast"}) == "job FAILED: last"
     assert first_line_of_failure({M.TAG_FAILURE: "stalled: no new step"}) == "stalled: no new step"
     assert first_line_of_failure({}) == ""
+
+
+def test_free_ports_never_repeat_a_port():
+    """Ray refuses to start when two components get one port (a CI run saw gcs_server and
+    dashboard_agent_http both on 45491): ports handed out together must all differ. Picked one
+    socket at a time, 300 ports out of ~28k ephemeral ones repeat with probability ~0.8."""
+    ports = free_ports(300)
+    assert len(set(ports)) == len(ports)
+    assert all(1024 < p < 65536 for p in ports)
