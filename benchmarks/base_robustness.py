@@ -54,6 +54,7 @@ def build_one(domain: str, seed: int, threads: int, extra: dict[str, Any]) -> di
         "validation": run.validation,
         "reached": run.reached,
         "seconds": time.perf_counter() - t0,
+        "checks": run.checks,
         "scores": scores,
         "mean": sum(scores.values()) / len(scores),
     }

@@ -33,6 +33,7 @@ from gppo.analysis.collect import collect
 from gppo.analysis.render import FORMATS, render
 from gppo.analysis.table import build_table1
 from gppo.store.records import search_all, sweep_filter
+from gppo.store.ref import find_sweep
 
 DIVERGENCES = ("tv", "hellinger", "chi2", "kl", "js")
 ESTIMATORS = ("mc", "binary", "atomic")
@@ -142,8 +143,9 @@ def main() -> None:
         _, t_pop = timed(lambda: populate(uri, args.runs))
         client = MlflowClient(tracking_uri=uri)
         raw, t_raw = timed(lambda: search_all(client, sweep_filter(SWEEP_ID)))
-        got, t_collect = timed(lambda: collect(SWEEP_ID, uri, client=client))
-        slow, t_slow = timed(lambda: collect(SWEEP_ID, uri, client=client, fast=False))
+        ref = find_sweep(SWEEP_ID, uri)
+        got, t_collect = timed(lambda: collect(ref, client=client))
+        slow, t_slow = timed(lambda: collect(ref, client=client, fast=False))
         assert slow.tidy.equals(got.tidy), "the two collect paths disagree"
         table, t_build = timed(lambda: build_table1(got.tidy, k=got.k))
         renders = {fmt: timed(lambda f=fmt: render(table, f))[1] for fmt in FORMATS}

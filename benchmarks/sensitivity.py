@@ -153,7 +153,8 @@ def _tidy(args: argparse.Namespace) -> pd.DataFrame:
 
         return read_scores_csv(args.csv)
     from gppo.analysis.collect import collect
-    from gppo.analysis.report import resolve_spec
+    from gppo.grid import load_plan
+    from gppo.store.ref import find_sweep
 
     uri = args.tracking_uri
     if args.launch:
@@ -163,8 +164,9 @@ def _tidy(args: argparse.Namespace) -> pd.DataFrame:
         exe = Path(sys.executable).with_name("gppo-sweep")
         subprocess.run([str(exe), "launch", spec], cwd=workdir, check=True)
         uri = uri or f"sqlite:///{workdir}/mlflow.db"
-    target = resolve_spec(args.spec)
-    return collect(target.sweep_id, uri or target.tracking_uri).tidy
+    plan = load_plan(args.spec)
+    ref = find_sweep(plan.sweep_id, uri or plan.spec.tracking.uri, experiment=plan.spec.experiment)
+    return collect(ref).tidy
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ allowed. The CLI maps an error to its exit code in one place (:func:`exit_code`)
     │                                           (``tracking.unreachable_timeout_s``)
     ├── TuneError         (RuntimeError) exit 1 a study could not reach its trial count
     └── ReportError       (ValueError)  exit 2  bad report input (a CSV, a sweep id, a store)
+        └── SweepNotFound               exit 2  no such sweep in the store
 
 The builtin second bases (``ValueError``, ``KeyError``, ``RuntimeError``) keep ``except
 ValueError`` working for callers that use the library without the CLI.
@@ -126,6 +127,11 @@ class ReportError(GppoError, ValueError):
     """Bad report input; one line naming the file, row/column and what is allowed."""
 
     exit_code = EXIT_USAGE
+
+
+class SweepNotFound(ReportError):
+    """No parent run of that sweep id in the store; one line: the store, the sweep id and where
+    it was looked for."""
 
 
 def exit_code(exc: BaseException) -> int:

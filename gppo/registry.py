@@ -159,3 +159,16 @@ class LazyMapping(Mapping[K, V]):
 
     def __repr__(self) -> str:
         return repr(self._data)
+
+
+def lazy_exports(package: str, exports: Mapping[str, str]) -> Callable[[str], Any]:
+    """A package's module-level ``__getattr__`` that imports ``exports[name]`` (a submodule of
+    ``package``) on first use of ``name``: ``import gppo.sweep`` stays free of Ray and MLflow
+    while ``from gppo.sweep import Launcher`` works."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in exports:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        return getattr(importlib.import_module(f"{package}.{exports[name]}"), name)
+
+    return __getattr__

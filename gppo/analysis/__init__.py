@@ -8,8 +8,7 @@ dynamics), ``report`` (write everything, attach to the sweep's parent run). The 
 (``gppo-sweep report`` / ``regions``) live in :mod:`gppo.cli.report`.
 """
 
-import importlib
-from typing import Any
+from gppo.registry import lazy_exports
 
 #: public name -> the module that defines it (imported on first use: the CLI imports
 #: ``gppo.cli.report`` at start-up, and MLflow/pandas must not slow down ``--help``)
@@ -17,10 +16,8 @@ _EXPORTS = {
     "Collected": "collect",
     "collect": "collect",
     "Report": "report",
-    "SweepTarget": "report",
-    "resolve_spec": "report",
     "write_report": "report",
-    "write_report_for_spec": "report",
+    "after_sweep": "report",
     "write_report_from_csv": "report",
     "aggregate_frame": "aggregate",
     "write_aggregate": "aggregate",
@@ -33,7 +30,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'gppo.analysis' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"gppo.analysis.{_EXPORTS[name]}"), name)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -19,14 +19,8 @@ from mlflow import MlflowClient
 from gppo import metrics as M
 from gppo.analysis.tidy import BASE, cell_label, empty_tidy, expected_keys, normalise
 from gppo.cell import Cell
-from gppo.store.records import (
-    RunRecord,
-    fetch_records,
-    find_sweep_run,
-    latest_attempts,
-    no_gc,
-    run_status,
-)
+from gppo.store.records import RunRecord, fetch_records, latest_attempts, no_gc, run_status
+from gppo.store.ref import SweepRef
 from gppo.store.tracking import int_tag
 
 
@@ -72,8 +66,7 @@ def _pick_k(runs: Iterable[RunRecord], k: int | None) -> int | None:
 
 
 def collect(
-    sweep_id: str,
-    tracking_uri: str | None = None,
+    ref: SweepRef,
     *,
     expected: Sequence[Cell] | None = None,
     k: int | None = None,
@@ -84,24 +77,20 @@ def collect(
     """Collect a sweep's cell runs into the tidy table (see gppo/analysis/tidy.py).
 
     Args:
-        sweep_id: value of the gppo.sweep_id tag.
-        tracking_uri: MLflow tracking URI (``None``: MLflow's default / the environment).
+        ref: the sweep (:class:`gppo.store.ref.SweepRef`: ``LaunchResult.ref``, or
+            :func:`gppo.store.ref.find_sweep`); only its experiment's runs are read.
         expected: the spec's expanded cells; those without a run are reported as ``missing``.
         k: avg@k to read (default: the largest k logged).
         reference: cell whose runs give the base row (falls back to any cell of the same seed).
         fast: read SQL stores through the fast path of :mod:`gppo.store.records`.
     """
-    client = client or MlflowClient(tracking_uri=tracking_uri)
+    client = client or MlflowClient(tracking_uri=ref.tracking_uri)
     with no_gc():
-        chosen = latest_attempts(fetch_records(client, sweep_id, fast=fast))
+        records = fetch_records(client, ref.sweep_id, experiment_id=ref.experiment_id, fast=fast)
+        chosen = latest_attempts(records)
         tidy, run_rows, k = _tidy(client, chosen, k, reference, expected)
-    parent = find_sweep_run(client, sweep_id, fast=fast)
     return Collected(
-        tidy=tidy,
-        runs=pd.DataFrame(run_rows),
-        k=k,
-        parent_run_id=parent.run_id if parent else None,
-        client=client,
+        tidy=tidy, runs=pd.DataFrame(run_rows), k=k, parent_run_id=ref.parent_run_id, client=client
     )
 
 

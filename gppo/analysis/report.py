@@ -1,8 +1,9 @@
 """Write a report: Table 1 in every format, Figures 1-2, attached to the sweep's parent run.
 
-``write_report`` is what ``gppo-sweep launch`` calls when a sweep completes;
-``write_report_from_csv`` re-renders published numbers; ``resolve_spec`` is the one adapter from
-a grid spec file to (sweep id, tracking URI, expected cells).
+``write_report(ref, plan=plan)`` reads the sweep through its :class:`~gppo.store.ref.SweepRef`
+(``LaunchResult.ref`` after a launch, :func:`~gppo.store.ref.find_sweep` later); ``after_sweep``
+is what ``gppo-sweep launch`` calls when a sweep completes; ``write_report_from_csv`` re-renders
+published numbers.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -19,6 +20,10 @@ from gppo.analysis.render import EXTENSIONS, FORMATS, render
 from gppo.analysis.table import Table1, build_table1
 from gppo.analysis.tidy import read_scores_csv
 from gppo.cell import Cell
+from gppo.store.ref import SweepRef
+
+if TYPE_CHECKING:
+    from gppo.grid import Plan
 
 TABLE_STEM = "table1"
 #: where ``launch`` writes a finished sweep's report, relative to the working directory
@@ -30,19 +35,6 @@ REPORTS_DIR = Path("reports")
 def default_out_dir(sweep_id: str | None) -> Path:
     """``reports/<sweep id>/``, or ``reports/from-csv/`` when there is no sweep."""
     return REPORTS_DIR / (sweep_id or "from-csv")
-
-
-@dataclass
-class SweepTarget:
-    """What a report needs from a spec: where the runs are and which cells were expected."""
-
-    sweep_id: str
-    tracking_uri: str | None
-    cells: list[Cell]
-    reference: str = "tv/mc"
-    k: int | None = None
-    benchmarks: list[str] = field(default_factory=list)
-    spec: dict[str, Any] | None = None  # the spec as run (defaults filled in), for the page
 
 
 @dataclass
@@ -58,33 +50,6 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     page: Path | None = None  # report.html (format html): the self-contained report page
     out_dir: Path | None = None  # where the files are
-
-
-def resolve_spec(path: str | Path) -> SweepTarget:
-    """Adapter to gppo.grid: spec file -> sweep id, tracking URI, expanded cells, reference, k.
-
-    Raises gppo.grid.SpecError (one line) on a bad spec.
-    """
-    from gppo.grid import load_plan
-
-    return target_of(load_plan(path))
-
-
-def target_of(plan: Any, tracking_uri: str | None = None) -> SweepTarget:
-    """What a report needs from a loaded :class:`gppo.grid.Plan`."""
-    from gppo.analysis.page import spec_as_run
-    from gppo.store.uri import resolve_tracking_uri
-
-    spec = plan.spec
-    return SweepTarget(
-        sweep_id=plan.sweep_id,
-        tracking_uri=tracking_uri or resolve_tracking_uri(spec.tracking.uri),
-        cells=list(plan.cells),
-        reference=spec.reference,
-        k=spec.eval.k,
-        benchmarks=list(spec.benchmarks) or (list(plan.cells[0].benchmarks) if plan.cells else []),
-        spec=spec_as_run(spec),
-    )
 
 
 def parse_formats(fmt: str | Sequence[str]) -> list[str]:
@@ -160,29 +125,38 @@ def _deltas(cells: Sequence[Cell] | None) -> dict[str, float]:
 
 
 def write_report(
-    sweep_id: str,
-    tracking_uri: str | None = None,
+    ref: SweepRef,
     out_dir: str | Path | None = None,
     *,
-    expected: Sequence[Cell] | None = None,
-    reference: str = "tv/mc",
-    k: int | None = None,
-    benchmarks: Sequence[str] | None = None,
+    plan: Plan | None = None,
+    reference: str | None = None,
     formats: str | Sequence[str] = "all",
     figures: bool = True,
     attach: bool = True,
-    spec: dict[str, Any] | None = None,
 ) -> Report:
     """Collect a sweep from MLflow, write Table 1 (+ figures) into ``out_dir`` and attach them.
 
-    With format ``html`` also the self-contained page ``report.html`` (gppo/analysis/page.py;
-    ``spec``: the spec as run, shown on it). Artifacts go to the sweep's parent run under
-    ``report/`` when ``attach`` and a parent exists.
+    Args:
+        ref: the sweep (``LaunchResult.ref``, or :func:`gppo.store.ref.find_sweep`).
+        out_dir: where the files go (default ``reports/<sweep id>/``).
+        plan: the sweep's :class:`gppo.grid.Plan`: its cells (those without a run are reported
+            ``missing``), reference, avg@k, benchmark order and the spec shown on the page.
+            Without it every run found is reported, k is the largest logged.
+        reference: the reference cell of the relative change (default: the plan's, else tv/mc).
+
+    With format ``html`` also the self-contained page ``report.html`` (gppo/analysis/page.py).
+    Artifacts go to the sweep's parent run under ``report/`` when ``attach`` and it exists.
     """
-    out = Path(out_dir) if out_dir is not None else default_out_dir(sweep_id)
+    from gppo.analysis.page import spec_as_run
+
+    out = Path(out_dir) if out_dir is not None else default_out_dir(ref.sweep_id)
     fmts = parse_formats(formats)
-    got: Collected = collect(sweep_id, tracking_uri, expected=expected, k=k, reference=reference)
-    order = {d: list(benchmarks) for d in got.tidy["domain"].unique()} if benchmarks else None
+    expected = list(plan.cells) if plan is not None else None
+    reference = reference or (plan.spec.reference if plan is not None else "tv/mc")
+    k = plan.spec.eval.k if plan is not None else None
+    got: Collected = collect(ref, expected=expected, k=k, reference=reference)
+    benchmarks = _benchmark_order(plan)
+    order = {d: benchmarks for d in got.tidy["domain"].unique()} if benchmarks else None
     table = build_table1(got.tidy, reference=reference, benchmarks=order, k=got.k)
     files = write_tables(table, out, fmts)
     warnings: list[str] = []
@@ -199,12 +173,10 @@ def write_report(
     if "html" in fmts:
         from gppo.analysis.page import PageInput, write_page
 
-        exp_id = None
-        if got.parent_run_id and got.client is not None:
-            exp_id = got.client.get_run(got.parent_run_id).info.experiment_id
         page = PageInput(
-            sweep_id, table, figures=files, runs=got.runs, tidy=got.tidy, cells=expected or (),
-            spec=spec, tracking_uri=tracking_uri, experiment_id=exp_id,
+            ref.sweep_id, table, figures=files, runs=got.runs, tidy=got.tidy,
+            cells=expected or (), spec=spec_as_run(plan.spec) if plan is not None else None,
+            tracking_uri=ref.tracking_uri, experiment_id=ref.experiment_id,
             parent_run_id=got.parent_run_id, k=got.k, warnings=warnings,
         )  # fmt: skip
         report.page = write_page(page, out)
@@ -216,29 +188,11 @@ def write_report(
     return report
 
 
-def write_report_for_spec(
-    spec: str | Path | SweepTarget,
-    out_dir: str | Path | None = None,
-    *,
-    formats: str | Sequence[str] = "all",
-    figures: bool = True,
-    attach: bool = True,
-) -> Report:
-    """:func:`write_report` for a spec file or a resolved :class:`SweepTarget`."""
-    target = spec if isinstance(spec, SweepTarget) else resolve_spec(spec)
-    return write_report(
-        target.sweep_id,
-        target.tracking_uri,
-        out_dir,
-        expected=target.cells,
-        reference=target.reference,
-        k=target.k,
-        benchmarks=target.benchmarks or None,
-        formats=formats,
-        figures=figures,
-        attach=attach,
-        spec=target.spec,
-    )
+def _benchmark_order(plan: Plan | None) -> list[str]:
+    """The spec's benchmark order (its ``benchmarks``, else the first cell's), or none."""
+    if plan is None:
+        return []
+    return list(plan.spec.benchmarks) or (list(plan.cells[0].benchmarks) if plan.cells else [])
 
 
 def write_report_from_csv(
@@ -270,8 +224,8 @@ def write_report_from_csv(
     return report
 
 
-def after_sweep(plan: Any, *, tracking_uri: str, experiment_id: str) -> Report:
+def after_sweep(plan: Plan, ref: SweepRef) -> Report:
     """What ``launch`` does once every cell has finished: Table 1 and the figures in
     ``reports/<sweep id>/``, attached to the sweep's parent MLflow run (the launcher calls it
     inside ``try/except``, so a report that cannot be built never fails a finished sweep)."""
-    return write_report_for_spec(target_of(plan, tracking_uri), default_out_dir(plan.sweep_id))
+    return write_report(ref, plan=plan)

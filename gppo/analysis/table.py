@@ -129,6 +129,12 @@ class Footnote:
 
 @dataclass
 class Table1:
+    """Table 1 as displayed: one :class:`Block` per domain (rows of cells, columns of
+    benchmarks and Avg.), its footnotes (why an entry is marked), and how it was computed
+    (``multi_seed``: entries are seed means with CIs; ``test``/``correction``/``alpha``: the
+    significance test against ``reference``; ``highlight``: what is bolded). Render it with
+    :func:`gppo.analysis.render.render` (md, latex, html, csv)."""
+
     blocks: list[Block]
     footnotes: list[Footnote]
     multi_seed: bool

@@ -7,12 +7,16 @@ Python default). Input errors print one line on stderr and exit with code 2 (:mo
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from gppo.cli.errors import EXIT_USAGE, fail
+
+if TYPE_CHECKING:
+    from gppo.grid import Plan
+    from gppo.store.ref import SweepRef
 
 
 def report(
@@ -47,6 +51,7 @@ def report(
     """Write Table 1 (md/LaTeX/HTML/CSV) and Figures 1-2 into OUT and print the table."""
     from gppo.analysis import report as R
     from gppo.analysis.terminal import to_rich
+    from gppo.grid import load_plan
 
     csvs = list(from_csv or [])
     if csvs and spec is not None:
@@ -62,19 +67,15 @@ def report(
         else:
             if spec is None and sweep_id is None:
                 raise fail("give a SPEC, --sweep-id ID or --from-csv FILE")
-            target = R.resolve_spec(spec) if spec is not None else None
+            plan = load_plan(spec) if spec is not None else None
             result = R.write_report(
-                sweep_id or target.sweep_id,
-                tracking_uri or (target.tracking_uri if target else None),
+                _sweep_ref(plan, sweep_id, tracking_uri),
                 out,
-                expected=target.cells if target else None,
-                reference=reference or (target.reference if target else "tv/mc"),
-                k=target.k if target else None,
-                benchmarks=(target.benchmarks or None) if target else None,
+                plan=plan,
+                reference=reference,
                 formats=format,
                 figures=figures,
                 attach=attach,
-                spec=target.spec if target else None,
             )
     except ValueError as exc:  # bad input: a spec, a CSV, a format (SpecError, ReportError, ...)
         raise fail(exc, EXIT_USAGE) from None
@@ -88,6 +89,20 @@ def report(
         console.print(f"report page (self-contained HTML): {result.page}", markup=False)
     if result.attached:
         console.print(f"attached to MLflow run {result.parent_run_id} (report/)", markup=False)
+
+
+def _sweep_ref(plan: Plan | None, sweep_id: str | None, tracking_uri: str | None) -> SweepRef:
+    """The sweep to report: the plan's (its store, experiment and sweep id), with the overrides
+    (raises :class:`gppo.store.ref.SweepNotFound`, a ValueError, when the store has none)."""
+    from gppo.store.ref import find_sweep
+
+    if plan is None:
+        return find_sweep(sweep_id or "", tracking_uri)
+    return find_sweep(
+        sweep_id or plan.sweep_id,
+        tracking_uri or plan.spec.tracking.uri,
+        experiment=plan.spec.experiment,
+    )
 
 
 def regions(

@@ -1,6 +1,6 @@
 """The store: every MLflow read and write of a sweep, in one place.
 
-Nothing is imported by ``import gppo.store``; MLflow loads only when a module below is used.
+``import gppo.store`` imports nothing heavy; MLflow loads only when a module below is used.
 
 - :mod:`.uri`: the tracking URI (spec, ``MLFLOW_TRACKING_URI``, or ``sqlite:///mlflow.db``), what
   kind of store it names (local path or SQLite, database, tracking server), and the state dir
@@ -10,9 +10,18 @@ Nothing is imported by ``import gppo.store``; MLflow loads only when a module be
   ``cell_params``), lookups (``sweep_run``, ``cell_runs``, ``is_finished``, ``latest_metric``),
   and ``retry_locked`` for a store written by many processes at once.
 - :mod:`.run_logger`: what a job's entrypoint uses to write its metrics (buffered ``log_batch``).
+- :mod:`.ref`: :class:`~gppo.store.ref.SweepRef`, one sweep's coordinates (URI, experiment, parent
+  run, each cell's run), the handle from ``LaunchResult.ref`` to the report; ``find_sweep``.
 - :mod:`.records`: the reports' bulk read: every run of a sweep as a light ``RunRecord`` (a SQL
   fast path or ``search_runs``), and lookups over them.
 
 Public MLflow APIs only (``MlflowClient``, ``RunData.to_proto``, MLflow's table models through a
 read-only SQLAlchemy engine on the store's own URI).
 """
+
+from gppo.registry import lazy_exports
+
+_EXPORTS = {"SweepRef": "ref", "SweepNotFound": "ref", "find_sweep": "ref", "Tracking": "tracking"}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

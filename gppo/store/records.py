@@ -12,7 +12,7 @@ Two equivalent paths fetch them:
   Tests check that both paths return the same records.
 
 :func:`fetch_records` uses the fast path when the store allows it, else ``search_runs``.
-Lookups over records: :func:`find_sweep_run`, :func:`latest_attempts`, :func:`run_status`.
+Lookups over records: :func:`latest_attempts`, :func:`run_status`.
 The slow path uses public APIs only (``search_runs`` and ``RunData.to_proto``, for the steps). The
 fast path reads through a read-only SQLAlchemy engine on the client's ``tracking_uri`` with
 MLflow's table models (``mlflow.store.tracking.dbmodels``), which are MLflow internals, not a
@@ -86,7 +86,8 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
-def _experiment_ids(client: MlflowClient) -> list[str]:
+def active_experiment_ids(client: MlflowClient) -> list[str]:
+    """Every active experiment's id (paged)."""
     ids: list[str] = []
     token = None
     while True:
@@ -99,9 +100,13 @@ def _experiment_ids(client: MlflowClient) -> list[str]:
             return ids
 
 
-def search_all(client: MlflowClient, filter_string: str) -> list:
-    """Every active ``mlflow.entities.Run`` matching ``filter_string`` in any active experiment."""
-    experiment_ids = _experiment_ids(client)
+def search_all(
+    client: MlflowClient, filter_string: str, experiment_ids: list[str] | None = None
+) -> list:
+    """Every active ``mlflow.entities.Run`` matching ``filter_string`` in ``experiment_ids``
+    (None: in every active experiment)."""
+    if experiment_ids is None:
+        experiment_ids = active_experiment_ids(client)
     runs: list = []
     token = None
     with no_gc():
@@ -116,11 +121,14 @@ def search_all(client: MlflowClient, filter_string: str) -> list:
     return runs
 
 
-def records_from_search(client: MlflowClient, sweep_id: str, role: str) -> list[RunRecord]:
-    """The public-API path: ``search_runs`` over every active experiment."""
+def records_from_search(
+    client: MlflowClient, sweep_id: str, role: str, experiment_id: str | None = None
+) -> list[RunRecord]:
+    """The public-API path: ``search_runs`` in the experiment (None: every active one)."""
     out = []
+    ids = None if experiment_id is None else [experiment_id]
     with no_gc():
-        for run in search_all(client, sweep_filter(sweep_id, role)):
+        for run in search_all(client, sweep_filter(sweep_id, role), ids):
             objs = run.data.to_proto().metrics  # public: the latest values with their steps
             out.append(
                 RunRecord(
@@ -158,8 +166,11 @@ def _engine(uri: str):
     return sqlalchemy.create_engine(uri, pool_pre_ping=True)
 
 
-def records_from_sql(client: MlflowClient, sweep_id: str, role: str) -> list[RunRecord] | None:
-    """The fast path for SQL stores (``None`` when the client's store is not one)."""
+def records_from_sql(
+    client: MlflowClient, sweep_id: str, role: str, experiment_id: str | None = None
+) -> list[RunRecord] | None:
+    """The fast path for SQL stores (``None`` when the client's store is not one); only the
+    experiment's runs when ``experiment_id`` is given."""
     engine = _sql_engine(client.tracking_uri)
     if engine is None:
         return None
@@ -183,6 +194,8 @@ def records_from_sql(client: MlflowClient, sweep_id: str, role: str) -> list[Run
             exps_t.c.lifecycle_stage == "active",
         )
     )
+    if experiment_id is not None:
+        ids = ids.where(runs_t.c.experiment_id == int(experiment_id))
     info_q = select(
         runs_t.c.run_uuid, runs_t.c.status, runs_t.c.start_time, runs_t.c.end_time
     ).where(runs_t.c.run_uuid.in_(ids))
@@ -213,20 +226,20 @@ def records_from_sql(client: MlflowClient, sweep_id: str, role: str) -> list[Run
 
 
 def fetch_records(
-    client: MlflowClient, sweep_id: str, role: str = M.ROLE_CELL, *, fast: bool = True
+    client: MlflowClient,
+    sweep_id: str,
+    role: str = M.ROLE_CELL,
+    *,
+    experiment_id: str | None = None,
+    fast: bool = True,
 ) -> list[RunRecord]:
-    """The sweep's runs of one role: the SQL fast path where possible, else ``search_runs``."""
+    """The sweep's runs of one role in its experiment (None: any active experiment): the SQL
+    fast path where possible, else ``search_runs``."""
     if fast:
-        records = records_from_sql(client, sweep_id, role)
+        records = records_from_sql(client, sweep_id, role, experiment_id)
         if records is not None:
             return records
-    return records_from_search(client, sweep_id, role)
-
-
-def find_sweep_run(client: MlflowClient, sweep_id: str, *, fast: bool = True) -> RunRecord | None:
-    """The sweep's parent run (tag gppo.role=sweep), the first started if several."""
-    runs = fetch_records(client, sweep_id, M.ROLE_SWEEP, fast=fast)
-    return min(runs, key=lambda r: r.start_time or 0) if runs else None
+    return records_from_search(client, sweep_id, role, experiment_id)
 
 
 def latest_attempts(runs: Iterable[RunRecord]) -> dict[str, RunRecord]:

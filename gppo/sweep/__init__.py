@@ -1,7 +1,8 @@
 """Dispatch: every cell of a sweep as one Ray job logging into its own MLflow run.
 
-Nothing here is imported by ``import gppo.sweep`` except this docstring: Ray and MLflow load
-only when a module below is used. The library API (what ``gppo-sweep launch`` and the tuner use):
+``import gppo.sweep`` imports nothing heavy: Ray and MLflow load only when a module below is used
+(``from gppo.sweep import Launcher`` imports :mod:`.launch` on first use). The library API (what
+``gppo-sweep launch`` and the tuner use):
 
 Cluster (:mod:`gppo.sweep.cluster`)
     ``ensure_cluster(address, state_dir, start=True) -> Cluster | None``: ``address`` or
@@ -47,3 +48,19 @@ and its running jobs. The head is stopped when a launch ends with no job left ru
 ``status``, ``logs`` and ``cancel``. Job logs stay readable after the head stops (its temp dir
 is recorded in ``.gppo/<sweep>/last_cluster.json``).
 """
+
+from gppo.registry import lazy_exports
+
+#: the Python API, imported on first use (``from gppo.sweep import Launcher``)
+_EXPORTS = {
+    "Launcher": "launch",
+    "LaunchResult": "launch",
+    "CellState": "launch",
+    "ensure_cluster": "cluster",
+    "stop_local_head": "cluster",
+    "sweep_status": "control",
+    "cancel": "control",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -33,6 +33,7 @@ from gppo.cell import Cell
 from gppo.errors import ClusterUnreachable, TrackingUnreachable
 from gppo.grid.plan import Plan
 from gppo.store.health import fail_fast, is_unreachable_error, tracking_unreachable
+from gppo.store.ref import SweepRef
 from gppo.store.tracking import attempt_of, is_finished, latest_metric
 from gppo.sweep.dispatcher import (
     ACTIVE,
@@ -50,8 +51,8 @@ from gppo.sweep.session import Session, SweepContext, open_sweep
 from gppo.sweep.signals import signals_set
 
 log = logging.getLogger(__name__)
-#: called as ``hook(plan, tracking_uri=, experiment_id=)`` once every cell has finished; what it
-#: returns is kept as :attr:`LaunchResult.report` (the CLI passes the report writer)
+#: called as ``hook(plan, ref)`` (:class:`~gppo.store.ref.SweepRef`) once every cell has finished;
+#: what it returns is kept as :attr:`LaunchResult.report` (the CLI passes the report writer)
 AfterSweep = Callable[..., Any]
 PENDING, WAITING, RUNNING, ENDING, DONE = "pending", "waiting", "running", "ending", "done"
 
@@ -69,6 +70,10 @@ __all__ = [
 
 @dataclass
 class CellState:
+    """One cell during a launch: its state (``pending``, ``waiting`` for a retry, ``running``,
+    ``ending``, ``done``, ``failed``, ``stopped``), attempt counters, the current attempt, the
+    latest step and train score seen, and a short note (a retry, a failure reason)."""
+
     cell: Cell
     state: str = PENDING
     attempt: int = 0  # highest attempt number seen for this cell
@@ -84,14 +89,22 @@ class CellState:
     #: whether the current attempt has logged a training step of its own (not a resumed run's)
     stepped: bool = False
     stall_note: str = ""  # set when the launcher stopped the attempt as stalled
+    #: the MLflow run of the cell's latest attempt (its finished run for a DONE cell)
+    run_id: str | None = None
 
 
 @dataclass
 class LaunchResult:
+    """What a launch did: each cell's :class:`CellState` (keyed by cell id), whether it was
+    interrupted or left its jobs running (``detached``), the sweep's :class:`SweepRef` (``ref``:
+    hand it to :func:`gppo.analysis.write_report`) and the ``after_sweep`` hook's report."""
+
     sweep_id: str
     cells: dict[str, CellState] = field(default_factory=dict)
     interrupted: bool = False
     detached: bool = False
+    #: where the sweep's runs are (set once the store is open)
+    ref: SweepRef | None = None
     #: what the ``after_sweep`` hook returned (the report), when it ran
     report: Any = None
 
@@ -151,13 +164,14 @@ def reconcile(ctx: SweepContext, disp: Dispatcher, cells: list[Cell]) -> dict[st
             job = settle_orphan(ctx, disp, att, run, driver="launcher")
             if job in ACTIVE and st.current is None:
                 att.status = job
-                st.current, st.state = att, RUNNING
+                st.current, st.state, st.run_id = att, RUNNING, att.run_id
             elif job in ACTIVE:  # cannot happen with one launcher per sweep; be safe anyway
                 disp.stop(att.submission_id)
                 ctx.tracking.terminate(run.info.run_id, "KILLED")
         same = [r for r in runs if r.data.tags.get(M.TAG_CELL_HASH) == h]
         if st.current is None and any(is_finished(r) for r in same):
             st.state = DONE
+            st.run_id = [r for r in same if is_finished(r)][-1].info.run_id
         elif st.current is None and reuse and same:
             st.reuse_run = same[-1].info.run_id
         states[cell.id] = st
@@ -244,6 +258,11 @@ class Launcher:
             marker.unlink(missing_ok=True)
         self._close(ctx, result)
         return result
+
+    @staticmethod
+    def _ref(ctx: SweepContext, result: LaunchResult) -> SweepRef:
+        runs = {cid: st.run_id for cid, st in result.cells.items() if st.run_id}
+        return SweepRef(ctx.sweep_id, ctx.tracking.uri, ctx.experiment_id, ctx.parent_run_id, runs)
 
     # -- the loop --------------------------------------------------------------------------------
     def _loop(self, ctx: SweepContext, disp: Dispatcher, result: LaunchResult) -> None:
@@ -428,6 +447,7 @@ class Launcher:
             return
         self._answered(ctx)
         st.attempt, st.current, st.state, st.score = att.attempt, att, RUNNING, None
+        st.run_id = att.run_id
         # a retry that resumes the run (verl) must log a step past the run's latest to progress
         st.step = self._logged_step(ctx, att.run_id) if st.reuse_run else None
         st.progress_at, st.stepped = time.time(), False
@@ -519,6 +539,7 @@ class Launcher:
         if self.lost:  # the sweep belongs to another launcher now: end nothing of it
             self.on_update(result)
             return
+        result.ref = self._ref(ctx, result)
         still_running = any(c.state == RUNNING for c in result.cells.values())
         if not still_running:
             status = "FINISHED" if result.ok else ("KILLED" if result.interrupted else "FAILED")
@@ -539,8 +560,6 @@ def _reason(error: object) -> str:
 def run_after_sweep_hook(ctx: SweepContext, result: LaunchResult, hook: AfterSweep) -> None:
     """Call ``hook`` (the CLI passes the report writer); never fails the launch."""
     try:
-        result.report = hook(
-            ctx.plan, tracking_uri=ctx.tracking.uri, experiment_id=ctx.experiment_id
-        )
+        result.report = hook(ctx.plan, result.ref)
     except Exception as exc:
         log.warning("after-sweep hook failed: %s", exc)

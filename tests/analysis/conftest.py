@@ -12,6 +12,7 @@ from mlflow.entities import Metric
 
 from gppo import metrics as M
 from gppo.cell import Cell
+from gppo.store.ref import SweepRef
 from gppo.store.tracking import cell_tags
 
 DATA = Path(__file__).parent / "data"
@@ -33,6 +34,11 @@ class Store:
         )
         self.parent = parent.info.run_id
         self.t0 = int(time.time() * 1000)
+
+    @property
+    def ref(self) -> SweepRef:
+        """The sweep's handle, as ``LaunchResult.ref`` gives it."""
+        return SweepRef(self.sweep_id, self.uri, self.exp, self.parent)
 
     def cell(
         self,

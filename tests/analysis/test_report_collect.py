@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -11,6 +12,7 @@ from gppo.analysis.collect import collect
 from gppo.analysis.report import write_report
 from gppo.analysis.table import build_table1
 from gppo.cell import Cell
+from gppo.store.ref import SweepNotFound, SweepRef, find_sweep
 
 BENCH = {"A": 0.40, "B": 0.20}
 BASE = {"A": 0.05, "B": 0.01}
@@ -39,7 +41,7 @@ def test_collect_latest_attempt_statuses_base_and_missing(store):
     _populate(store)
     expected = [_cell("gppo", d, e) for d in ("tv", "kl", "chi2") for e in ("mc", "atomic")]
     expected.append(_cell("gspo", None, None))
-    got = collect(store.sweep_id, store.uri, expected=expected)
+    got = collect(store.ref, expected=expected)
     tidy = got.tidy
     assert got.k == 8 and got.parent_run_id == store.parent
     status = tidy.drop_duplicates(["cell", "seed"]).set_index("cell")["status"].to_dict()
@@ -64,7 +66,7 @@ def test_collect_latest_attempt_statuses_base_and_missing(store):
 
 def test_base_row_prefers_eval_base_metric_and_falls_back_to_other_cells(store):
     store.cell("gppo", "kl", "atomic", scores=BENCH, base={"A": 0.07, "B": 0.02}, base_name=True)
-    got = collect(store.sweep_id, store.uri)  # no tv/mc run at all
+    got = collect(store.ref)  # no tv/mc run at all
     base = got.tidy[got.tidy.cell == "base"].set_index("benchmark")["score"]
     assert base.to_dict() == {"A": 0.07, "B": 0.02}
 
@@ -72,7 +74,7 @@ def test_base_row_prefers_eval_base_metric_and_falls_back_to_other_cells(store):
 def test_sweep_still_running_renders_dashes_with_footnotes(store):
     _populate(store)
     expected = [_cell("gppo", "tv", "atomic")]
-    table = build_table1(collect(store.sweep_id, store.uri, expected=expected).tidy)
+    table = build_table1(collect(store.ref, expected=expected).tidy)
     rows = {r.cell: r for r in table.blocks[0].rows}
     assert (
         rows["kl/mc"].entries["A"].mean is None and rows["kl/mc"].entries["A"].reason == "running"
@@ -94,7 +96,7 @@ def test_write_report_writes_every_format_and_attaches_to_parent_run(store, tmp_
     }
     store.cell("gppo", "tv", "atomic", scores=BENCH, base=BASE, curves=curves)
     out = tmp_path / "report"
-    report = write_report(store.sweep_id, store.uri, out, figures=True)
+    report = write_report(store.ref, out, figures=True)
     names = sorted(p.name for p in report.files)
     for stem in ("table1.md", "table1.tex", "table1.html", "table1.csv"):
         assert stem in names
@@ -110,11 +112,37 @@ def test_write_report_writes_every_format_and_attaches_to_parent_run(store, tmp_
 def test_sql_fast_path_and_search_runs_path_agree(store):
     _populate(store)
     store.cell("gppo", "tv", "atomic", scores=BENCH, base=BASE, base_name=True)
-    fast = collect(store.sweep_id, store.uri)
-    slow = collect(store.sweep_id, store.uri, fast=False)
+    fast = collect(store.ref)
+    slow = collect(store.ref, fast=False)
     assert fast.parent_run_id == slow.parent_run_id
     # a running cell's wall time is "now - start": it differs between two calls
     for a, b in ((fast.tidy, slow.tidy), (fast.runs, slow.runs)):
         done = a["status"] != "running"
         assert a[done].equals(b[done])
         assert a.drop(columns="wall_time_s").equals(b.drop(columns="wall_time_s"))
+
+
+def test_collect_reads_only_the_sweep_of_its_experiment(store):
+    """The same sweep id in another experiment (a copied spec, a rename) is not mixed in: the
+    handle names the experiment, and both read paths honour it."""
+    store.cell("gppo", "tv", "mc", scores={"b1": 0.5}, base={"b1": 0.1})
+    other = store.client.create_experiment("other")
+    stray = store.client.create_run(
+        other,
+        tags={M.TAG_ROLE: M.ROLE_CELL, M.TAG_SWEEP_ID: store.sweep_id, M.TAG_CELL_ID: "kl-mc-s0"},
+    )
+    store.client.set_terminated(stray.info.run_id)
+    for fast in (True, False):
+        got = collect(store.ref, fast=fast)
+        assert set(got.runs["cell_id"]) == {"tv-mc-s0"}, fast
+        assert got.parent_run_id == store.parent
+
+
+def test_find_sweep_names_the_store_and_the_sweep_when_absent(store):
+    found = find_sweep(store.sweep_id, store.uri, experiment="demo")
+    assert found == SweepRef(store.sweep_id, store.uri, store.exp, store.parent)
+    assert find_sweep(store.sweep_id, store.uri) == found  # no experiment: looked up by its tags
+    with pytest.raises(SweepNotFound, match=rf"^{re.escape(store.uri)}: no sweep 'nope' in "):
+        find_sweep("nope", store.uri, experiment="demo")
+    with pytest.raises(SweepNotFound, match="no experiment 'absent'"):
+        find_sweep(store.sweep_id, store.uri, experiment="absent")

@@ -8,9 +8,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gppo.analysis.report import resolve_spec
 from gppo.analysis.tidy import ReportInputError, read_scores_csv
 from gppo.cli.report import regions, report
+from gppo.grid import load_plan
 
 PAPER_CSV = Path(__file__).parent / "data" / "paper_table1.csv"
 HEADER = "domain,cell,benchmark,seed,score\n"
@@ -105,14 +105,14 @@ def test_report_from_spec_reads_the_sweep_and_attaches(tmp_path, store):
         "grid: {divergences: [tv, kl], estimators: [mc, atomic]}\n"
         f"tracking: {{uri: '{store.uri}'}}\n"
     )
-    target = resolve_spec(spec)
-    assert target.tracking_uri == store.uri and len(target.cells) == 4
-    store.sweep_id = target.sweep_id
+    plan = load_plan(spec)
+    assert plan.spec.tracking.uri == store.uri and len(plan.cells) == 4
+    store.sweep_id = plan.sweep_id
     store.parent = store.client.create_run(
         store.exp,
-        tags={"gppo.role": "sweep", "gppo.sweep_id": target.sweep_id},
+        tags={"gppo.role": "sweep", "gppo.sweep_id": plan.sweep_id},
     ).info.run_id
-    bench = target.benchmarks
+    bench = list(plan.cells[0].benchmarks)
     store.cell(
         "gppo", "tv", "mc", scores=dict.fromkeys(bench, 0.25), base=dict.fromkeys(bench, 0.1)
     )
@@ -156,3 +156,15 @@ def test_report_default_folder_is_the_one_the_launcher_uses(tmp_path, monkeypatc
     assert result.exit_code == 0, result.output
     assert (tmp_path / REPORTS_DIR / "from-csv" / "table1.csv").exists()
     assert "reports/from-csv" in result.output
+
+
+def test_report_of_a_sweep_that_never_ran_exits_2_with_one_line(tmp_path, store):
+    spec = tmp_path / "grid.yaml"
+    spec.write_text(f"name: demo\nbackend: local\ntracking: {{uri: '{store.uri}'}}\n")
+    sweep_id = load_plan(spec).sweep_id
+    result = runner.invoke(app, ["report", str(spec), "-o", str(tmp_path / "o")])
+    assert result.exit_code == 2
+    assert result.output.strip() == (
+        f"{store.uri}: no sweep {sweep_id!r} in experiment 'demo' (launch it first)"
+    )
+    assert not (tmp_path / "o").exists()  # nothing half-written

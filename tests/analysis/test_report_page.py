@@ -10,8 +10,9 @@ import pytest
 import yaml
 
 from gppo import metrics as M
-from gppo.analysis.page import run_link
+from gppo.analysis.page import run_link, spec_as_run
 from gppo.analysis.report import write_report
+from gppo.grid import load_plan
 
 BENCH = {"b1": 0.30, "b2": 0.50}
 BASE = {"b1": 0.10, "b2": 0.20}
@@ -78,9 +79,15 @@ def test_page_is_self_contained_with_figures_and_one_row_per_cell(store, tmp_pat
         store.cell("gspo", None, None, scores={"b1": 0.2, "b2": 0.4}, curves=CURVES): "gspo-s0",
         store.cell("gppo", "kl", "binary", status="FAILED", finished=False): "kl-binary-s0",
     }
-    spec = {"name": "demo", "seeds": 1, "grid": {"divergences": ["tv", "kl"]}}
+    spec_file = tmp_path / "grid.yaml"
+    spec_file.write_text(
+        "name: demo\nseeds: 1\nbackend: local\ngrid: {divergences: [tv, kl]}\n"
+        f"baselines: [gspo]\ntracking: {{uri: '{store.uri}'}}\n"
+    )
+    plan = load_plan(spec_file)
+    spec = spec_as_run(plan.spec)
     out = tmp_path / "report"
-    report = write_report(store.sweep_id, store.uri, out, formats="html", spec=spec)
+    report = write_report(store.ref, out, formats="html", plan=plan)
 
     assert report.page == out / "report.html" and report.page in report.files
     page = parse(report.page)
