@@ -26,6 +26,7 @@ from scipy import stats
 
 from gppo.analysis.stats import bootstrap_interval
 from gppo.analysis.table import BASELINE_ORDER, DIV_ORDER, EST_ORDER
+from gppo.store.state import State
 
 METRICS = ("mean", "iqm", "prob_improvement")
 STEM_INTERVALS = "aggregate_intervals"
@@ -78,7 +79,7 @@ def _estimate(samples: list[np.ndarray], statistic) -> tuple[float, float, float
 
 def run_matrix(tidy: pd.DataFrame, domain: str, cell: str) -> pd.DataFrame:
     """(runs x benchmarks) finished scores of one cell; runs without every benchmark dropped."""
-    rows = tidy[(tidy["domain"] == domain) & (tidy["status"] == "finished")]
+    rows = tidy[(tidy["domain"] == domain) & (tidy["status"] == State.DONE)]
     benches = list(dict.fromkeys(rows["benchmark"]))
     mine = rows[rows["cell"] == cell].pivot_table(
         index="seed", columns="benchmark", values="score", aggfunc="mean"

@@ -21,6 +21,7 @@ from gppo.analysis.tidy import BASE, cell_label, empty_tidy, expected_keys, norm
 from gppo.cell import Cell
 from gppo.store.records import RunRecord, fetch_records, latest_attempts, no_gc, run_status
 from gppo.store.ref import SweepRef
+from gppo.store.state import State
 from gppo.store.tracking import int_tag
 
 
@@ -117,19 +118,19 @@ def _tidy(
         seed = int_tag(tags, M.TAG_SEED)
         status = run_status(run)
         scores = _eval_scores(run.metrics, k)
-        if status == "finished" and not scores:
-            status = "failed"  # finished without a final eval: nothing to report
+        if status is State.DONE and not scores:
+            status = State.FAILED  # finished without a final eval: nothing to report
         common = {
             "domain": domain,
             "cell": label,
             "seed": seed,
-            "status": status,
+            "status": status.value,
             "steps": _steps(run),
             "wall_time_s": _wall_time(run, now_ms),
             "run_id": run.run_id,
         }
         run_rows.append({**common, "cell_id": cell_id, "attempt": int_tag(tags, M.TAG_ATTEMPT)})
-        if status == "finished":
+        if status is State.DONE:
             rows.extend({**common, "benchmark": b, "score": s} for b, s in scores.items())
         else:
             rows.append({**common, "benchmark": "", "score": math.nan})
@@ -148,7 +149,7 @@ def _tidy(
                     "domain": domain,
                     "cell": label,
                     "seed": seed,
-                    "status": "missing",
+                    "status": State.PENDING.value,
                     "benchmark": "",
                 }
             )
@@ -178,7 +179,7 @@ def _base_rows(
                 "seed": seed,
                 "benchmark": b,
                 "score": s,
-                "status": "finished",
+                "status": State.DONE.value,
                 "steps": 0.0,
                 "run_id": run.run_id,
             }

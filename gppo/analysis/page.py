@@ -227,7 +227,7 @@ def _seeds(page: PageInput) -> str:
 
 
 def _summary(rows: list[dict[str, Any]], totals: dict[str, str], seeds: str) -> str:
-    """``17 cells (17 finished) · seeds 0 · wall time 21m36s · 0.360 CPU-h · 0 GPU-h``."""
+    """``17 cells (17 done) · seeds 0 · wall time 21m36s · 0.360 CPU-h · 0 GPU-h``."""
     if not rows:
         return f"seeds {seeds}"
     states: dict[str, int] = {}

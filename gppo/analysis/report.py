@@ -21,6 +21,7 @@ from gppo.analysis.table import Table1, build_table1
 from gppo.analysis.tidy import read_scores_csv
 from gppo.cell import Cell
 from gppo.store.ref import SweepRef
+from gppo.store.state import State
 
 if TYPE_CHECKING:
     from gppo.grid import Plan
@@ -163,7 +164,11 @@ def write_report(
     if figures:
         from gppo.analysis.figures import collect_curves
 
-        live = got.runs[got.runs["status"].isin(["finished", "running"])] if len(got.runs) else None
+        live = (
+            got.runs[got.runs["status"].isin([State.DONE, State.RUNNING])]
+            if len(got.runs)
+            else None
+        )
         curves = collect_curves(got.client, live) if live is not None and len(live) else None
         paths, warnings = write_figures(
             got.tidy, out, curves=curves, deltas=_deltas(expected), reference=reference

@@ -33,6 +33,7 @@ from gppo.analysis import stats as S
 from gppo.analysis.tidy import ALIAS_CELLS, BASE, BASELINES, STATUSES
 from gppo.registry import LazyMapping
 from gppo.scores import pct, quantize
+from gppo.store.state import State
 
 #: Row order of the divergences and estimators: the paper's Table 1 display order (TV, Hellinger,
 #: χ², KL; MC, Binary, Atomic), a deliberate choice that differs from the registries' order.
@@ -63,7 +64,15 @@ OTHER_BASELINES = "Other baselines"
 BASE_MODEL = "Base model"
 AVG = "avg"
 HIGHLIGHTS = ("separated", "ranks", "none")
-REASON_TEXT = {"failed": "run failed", "running": "still running", "missing": "no run (missing)"}
+#: why an entry has no result, by the status of its runs (footnotes in STATUSES order)
+REASON_TEXT = {
+    State.FAILED.value: "run failed",
+    State.STOPPED.value: "run stopped",
+    State.RUNNING.value: "still running",
+    State.PENDING.value: "no run (missing)",
+}
+#: a result was logged, but not for this benchmark: as if it had no run
+NO_RUN = State.PENDING.value
 
 
 @dataclass(frozen=True)
@@ -75,7 +84,7 @@ class Entry:
     hi: Decimal | None = None
     n: int = 0
     rank: int | None = None
-    reason: str | None = None  # failed | running | missing, when mean is None
+    reason: str | None = None  # failed | stopped | running | pending, when mean is None
 
     def text(self) -> str:
         if self.mean is None:
@@ -236,7 +245,7 @@ def _gather(tidy: pd.DataFrame) -> dict[str, tuple[dict[str, _CellData], list[st
         data = cells.setdefault(cell, _CellData())
         seed = int(seed)
         data.statuses.setdefault(seed, set()).add(status)
-        if status == "finished" and score == score and bench:  # score == score: not NaN
+        if status == State.DONE and score == score and bench:  # score == score: not NaN
             data.scores.setdefault(seed, {})[bench] = pct(score)
             if bench not in benches:
                 benches.append(bench)
@@ -251,7 +260,7 @@ def _build_row(
     reasons: dict[str, list[int]] = {}
     for seed in sorted(data.statuses):
         if seed not in per_seed:
-            status = next((s for s in STATUSES[1:] if s in data.statuses[seed]), "missing")
+            status = next((s for s in STATUSES[1:] if s in data.statuses[seed]), NO_RUN)
             reasons.setdefault(status, []).append(seed)
     row_reason = next(iter(reasons), None) if not per_seed else None
     entries: dict[str, Entry] = {}
@@ -259,22 +268,20 @@ def _build_row(
     for b in benchmarks:
         values = [scores[b] for scores in per_seed.values() if b in scores]
         if per_seed and not values:  # ran, but never logged this benchmark
-            seeds = reasons.setdefault("missing", [])
+            seeds = reasons.setdefault(NO_RUN, [])
             seeds.extend(s for s in per_seed if s not in seeds)
         columns[b] = [float(v) for v in values]
         entries[b] = (
             summarise(values, precision, conf)
             if values
-            else Entry(None, reason=row_reason or "missing")
+            else Entry(None, reason=row_reason or NO_RUN)
         )
     full = [s for s in per_seed.values() if all(b in s for b in benchmarks)]
     avgs = [sum((s[b] for b in benchmarks), Decimal(0)) / len(benchmarks) for s in full]
     complete = {b: [float(s[b]) for s in full] for b in benchmarks}
     ci = S.stratified_mean_ci(list(complete.values()), conf) if len(full) > 1 else None
     entries[AVG] = (
-        summarise(avgs, precision, conf, ci)
-        if avgs
-        else Entry(None, reason=row_reason or "missing")
+        summarise(avgs, precision, conf, ci) if avgs else Entry(None, reason=row_reason or NO_RUN)
     )
     row = Row(domain, cell, group, kind, entries, None, len(per_seed), reasons)
     row.columns, row.complete, row.seed_avgs = columns, complete, [float(a) for a in avgs]
@@ -387,5 +394,5 @@ def _footnotes(blocks: list[Block]) -> list[Footnote]:
     notes = []
     for i, reason in enumerate(r for r in STATUSES if r in found):
         text = f"no result, {REASON_TEXT[reason]}: " + "; ".join(found[reason])
-        notes.append(Footnote("abc"[i], reason, text))
+        notes.append(Footnote("abcd"[i], reason, text))
     return notes

@@ -11,7 +11,9 @@ cell           ``DIVERGENCE/ESTIMATOR`` for grid cells (``kl/atomic``), the meth
 benchmark      benchmark name as logged (``AIME24``, ``add3``); empty for a cell with no result
 seed           replicate seed (int)
 score          avg@k in [0, 1]; NaN where there is no result
-status         ``finished`` (has a result), ``failed``, ``running`` or ``missing``
+status         a :class:`gppo.store.state.State` value: ``done`` (has a result), ``failed``,
+               ``stopped``, ``running`` or ``pending`` (an expected cell with no run); a CSV
+               may also say ``finished`` (= done) or ``missing`` (= pending)
 steps          optimisation steps reached (NaN if unknown)
 wall_time_s    seconds the attempt ran (NaN if unknown)
 run_id         MLflow run id ("" for CSV input or missing cells)
@@ -30,6 +32,7 @@ import pandas as pd
 from gppo.cell import Cell
 from gppo.errors import ReportError
 from gppo.registry import LazyMapping, LazyTuple
+from gppo.store.state import State
 
 TIDY_COLUMNS = (
     "domain",
@@ -44,7 +47,12 @@ TIDY_COLUMNS = (
 )
 CSV_REQUIRED = ("domain", "cell", "benchmark", "seed", "score")
 CSV_OPTIONAL = ("status", "steps", "wall_time_s", "run_id")
-STATUSES = ("finished", "failed", "running", "missing")
+#: the statuses a row can have, a result first, then the reasons for none in footnote order
+STATUSES = tuple(
+    s.value for s in (State.DONE, State.FAILED, State.STOPPED, State.RUNNING, State.PENDING)
+)
+#: older words a tidy CSV may use
+STATUS_ALIASES = {"finished": State.DONE.value, "missing": State.PENDING.value}
 BASE = "base"
 
 
@@ -113,7 +121,7 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     out = frame.copy()
     for column in TIDY_COLUMNS:
         if column not in out:
-            out[column] = {"status": "finished", "run_id": "", "benchmark": ""}.get(
+            out[column] = {"status": State.DONE.value, "run_id": "", "benchmark": ""}.get(
                 column, math.nan
             )
     out = out[list(TIDY_COLUMNS)]
@@ -124,7 +132,7 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
         out[column] = out[column].fillna("").astype(str)
     blank = out["status"] == ""
     out.loc[blank, "status"] = (
-        out.loc[blank, "score"].notna().map({True: "finished", False: "missing"})
+        out.loc[blank, "score"].notna().map({True: State.DONE.value, False: State.PENDING.value})
     )
     return out.reset_index(drop=True)
 
@@ -132,7 +140,7 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
 def read_scores_csv(path: str | Path) -> pd.DataFrame:
     """Read and validate a tidy CSV (``domain,cell,benchmark,seed,score`` + optional columns).
 
-    A blank score means "no result" (status ``missing`` unless a ``status`` column says why).
+    A blank score means "no result" (status ``pending`` unless a ``status`` column says why).
     Raises :class:`ReportInputError` with a one-line message on the first problem found.
     """
     path = Path(path)
@@ -160,7 +168,7 @@ def read_scores_csv(path: str | Path) -> pd.DataFrame:
     if not rows:
         raise ReportInputError(f"{path}: no data rows")
     out = normalise(pd.DataFrame(rows))
-    dup = out[out["status"] == "finished"].duplicated(["domain", "cell", "benchmark", "seed"])
+    dup = out[out["status"] == State.DONE].duplicated(["domain", "cell", "benchmark", "seed"])
     if dup.any():
         line = int(dup.to_numpy().nonzero()[0][0]) + 2
         raise ReportInputError(
@@ -187,8 +195,11 @@ def _validate_row(path: Path, line: int, rec: dict[str, str]) -> dict[str, objec
     except ValueError:
         raise bad("seed", f"{seed!r} is not an integer") from None
     status = rec.get("status", "").strip()
+    status = STATUS_ALIASES.get(status, status)
     if status and status not in STATUSES:
-        raise bad("status", f"{status!r}; allowed: {', '.join(STATUSES)}")
+        allowed = ", ".join([*STATUSES, *STATUS_ALIASES])
+        raise bad("status", f"{status!r}; allowed: {allowed}")
+    done = State.DONE.value
     raw = rec["score"].strip()
     if raw:
         try:
@@ -197,15 +208,15 @@ def _validate_row(path: Path, line: int, rec: dict[str, str]) -> dict[str, objec
             raise bad("score", f"{raw!r} is not a number; allowed: a fraction in [0, 1]") from None
         if not 0.0 <= score <= 1.0:
             raise bad("score", f"{raw} is outside [0, 1] (scores are fractions, not percent)")
-        if status and status != "finished":
-            raise bad("status", f"{status!r} row has a score; only finished rows may")
-        row["score"], row["status"] = score, "finished"
+        if status and status != done:
+            raise bad("status", f"{status!r} row has a score; only done rows may")
+        row["score"], row["status"] = score, done
     else:
-        row["score"], row["status"] = math.nan, status or "missing"
-        if row["status"] == "finished":
-            raise bad("score", "empty for a finished row; allowed: a fraction in [0, 1]")
+        row["score"], row["status"] = math.nan, status or State.PENDING.value
+        if row["status"] == done:
+            raise bad("score", "empty for a done row; allowed: a fraction in [0, 1]")
     benchmark = rec["benchmark"].strip()
-    if not benchmark and row["status"] == "finished":
+    if not benchmark and row["status"] == done:
         raise bad("benchmark", "empty; a benchmark name is required for a score")
     row["benchmark"] = benchmark
     for column in ("steps", "wall_time_s"):

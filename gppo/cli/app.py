@@ -159,6 +159,7 @@ def launch(
     """Run every unfinished cell as a Ray job (resumes: finished cells are skipped)."""
     p = _plan(spec)
     from gppo.analysis.report import after_sweep
+    from gppo.store.state import State
     from gppo.sweep.launch import Launcher
     from gppo.sweep.progress import LaunchOutput
     from gppo.sweep.progress_log import run_info_from
@@ -183,7 +184,7 @@ def launch(
         ) from None
     out.summary(result)
     for st in result.cells.values():
-        if st.state == "failed":
+        if st.state is State.FAILED:
             console.print(f"[red]failed[/red] {st.cell.id}: {st.note}", highlight=False)
     if result.report is not None:
         from gppo.analysis.terminal import print_table1
@@ -193,7 +194,7 @@ def launch(
         console.print(f"report (tables and figures): {folder}", markup=False)
         if getattr(result.report, "page", None) is not None:
             console.print(f"report page (one HTML file): {result.report.page}", markup=False)
-    if result.count("done"):
+    if result.count(State.DONE):
         console.print(f"compare the runs in the MLflow UI: gppo-sweep ui {spec}", markup=False)
     if result.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)

@@ -32,7 +32,8 @@ from mlflow import MlflowClient
 from mlflow.entities import ViewType
 
 from gppo import metrics as M
-from gppo.store.tracking import finished_tag, int_tag, sweep_filter
+from gppo.store.state import State, run_state
+from gppo.store.tracking import int_tag, sweep_filter
 from gppo.store.uri import is_database, scheme_of
 
 PAGE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
@@ -254,12 +255,7 @@ def latest_attempts(runs: Iterable[RunRecord]) -> dict[str, RunRecord]:
     return {cid: run for cid, (_, run) in best.items()}
 
 
-def run_status(run: RunRecord) -> str:
-    """``finished`` (final eval logged), ``running`` or ``failed``."""
-    status = run.status
-    done = finished_tag(run.tags)
-    if done and status not in ("FAILED", "KILLED"):
-        return "finished"
-    if status in ("RUNNING", "SCHEDULED"):
-        return "running"
-    return "failed"
+def run_status(run: RunRecord) -> State:
+    """The record's :func:`gppo.store.state.run_state`: DONE (final eval logged), RUNNING,
+    STOPPED (KILLED) or FAILED."""
+    return run_state(run.status, run.tags)

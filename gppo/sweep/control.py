@@ -5,22 +5,24 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from gppo import metrics as M
 from gppo.grid.plan import Plan
-from gppo.store.tracking import attempt_of, is_finished, latest_metric
+from gppo.store.state import ACTIVE_JOB, State, cell_state, run_state
+from gppo.store.tracking import attempt_of, latest_metric
 from gppo.sweep.cluster import Cluster, ensure_cluster, last_temp_dir, stop_local_head
-from gppo.sweep.dispatcher import ACTIVE, log_file
+from gppo.sweep.dispatcher import log_file
 from gppo.sweep.session import read_sweep, sweep_state_dir
 
 
 @dataclass
 class CellStatus:
     cell: str
-    state: str  # pending | running | done | failed | stopped | interrupted
+    state: State  # PENDING, RUNNING, DONE, FAILED, STOPPED or INTERRUPTED (gppo.store.state)
     attempt: int | None = None
     step: int | None = None
     score: float | None = None
@@ -64,39 +66,32 @@ def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
             client = None
     out = []
     k = plan.spec.eval.k
+
+    @functools.cache
+    def job(sid: str) -> str | None:
+        return _job_status(client, sid)
+
     for cell in plan.cells:
-        runs = [
-            r
-            for r in groups.get(cell.id, [])
-            if r.data.tags.get(M.TAG_CELL_HASH) == cell.config_hash
-        ]
-        if not runs:
-            out.append(CellStatus(cell.id, "pending"))
+        runs = groups.get(cell.id, [])
+        derived = cell_state(runs, cell.config_hash, job)
+        run = derived.run
+        if run is None:
+            out.append(CellStatus(cell.id, derived.state))
             continue
-        done = [r for r in runs if is_finished(r)]
-        run = done[-1] if done else runs[-1]
         sid = run.data.tags.get(M.TAG_RAY_JOB_ID, "")
-        st = CellStatus(cell.id, "pending", attempt_of(run), run_id=run.info.run_id, job_id=sid)
-        failed = [r for r in runs if r.info.status in ("FAILED", "KILLED")]
+        st = CellStatus(cell.id, derived.state, attempt_of(run), run_id=run.info.run_id, job_id=sid)
+        if derived.state in (State.RUNNING, State.INTERRUPTED):
+            st.job_status = job(sid)
+        same = [r for r in runs if r.data.tags.get(M.TAG_CELL_HASH) == cell.config_hash]
+        failed = [r for r in same if r.info.status in ("FAILED", "KILLED")]
         if failed:
-            st.last_failure = (failed[-1].data.tags.get(M.TAG_FAILURE) or "").strip().split("\n")[
-                0
-            ] or None
+            failure = (failed[-1].data.tags.get(M.TAG_FAILURE) or "").strip()
+            st.last_failure = failure.split("\n")[0] or None
         got = latest_metric(run, M.TRAIN_SCORE)
         if got:
             st.score, st.step = got
         ev = latest_metric(run, M.eval_domain_metric(k))
         st.eval_score = ev[0] if ev else None
-        status = run.info.status
-        if done:
-            st.state = "done"
-        elif status == "RUNNING":
-            st.job_status = _job_status(client, sid)
-            st.state = "running" if st.job_status in ACTIVE else "interrupted"
-        elif status == "KILLED":
-            st.state = "stopped"
-        else:
-            st.state = "failed"
         out.append(st)
     return out
 
@@ -182,9 +177,9 @@ def cancel(plan: Plan, cell_id: str | None = None, *, address: str | None = None
                 if run.info.status != "RUNNING":
                     continue
                 sid = run.data.tags.get(M.TAG_RAY_JOB_ID, "")
-                if disp is not None and disp.status(sid) in ACTIVE:
+                if disp is not None and disp.status(sid) in ACTIVE_JOB:
                     disp.stop(sid)
-                if is_finished(run):
+                if run_state(run.info.status, run.data.tags) is State.DONE:
                     tracking.terminate(run.info.run_id, "FINISHED")
                     continue
                 tracking.set_tags(run.info.run_id, {M.TAG_FAILURE: "cancelled (gppo-sweep cancel)"})

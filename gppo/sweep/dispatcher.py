@@ -18,12 +18,14 @@ from gppo import metrics as M
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.errors import SubmissionExists
+from gppo.store.state import ACTIVE_JOB, State
 from gppo.store.tracking import Tracking, is_finished
 from gppo.sweep.cluster import Cluster
 
-ACTIVE = frozenset({"PENDING", "RUNNING"})
+ACTIVE = ACTIVE_JOB  # Ray job statuses of a live job
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
-FINISHED, FAILED, STOPPED = "finished", "failed", "stopped"
+#: an attempt's outcomes, in the one vocabulary of cell states (gppo.store.state)
+FINISHED, FAILED, STOPPED = State.DONE, State.FAILED, State.STOPPED
 #: the MLflow run status of each outcome of an attempt
 RUN_STATUS = {FINISHED: "FINISHED", STOPPED: "KILLED", FAILED: "FAILED"}
 LOG_TAIL_LINES = 40
@@ -173,11 +175,12 @@ class Dispatcher:
     def logs_tail(self, sid: str, lines: int = LOG_TAIL_LINES) -> str:
         return "\n".join(self.logs(sid).splitlines()[-lines:])
 
-    def finish(self, att: Attempt, status: str, *, note: str = "") -> str:
+    def finish(self, att: Attempt, status: str, *, note: str = "") -> State:
         """End the attempt's run from the job's terminal ``status``.
 
-        Returns ``finished`` (job succeeded and logged ``gppo.finished``), ``stopped`` (job
-        stopped: run KILLED) or ``failed`` (run FAILED, tag ``gppo.failure`` = last log lines).
+        Returns ``State.DONE`` (job succeeded and logged ``gppo.finished``), ``State.STOPPED`` (job
+        stopped: run KILLED) or ``State.FAILED`` (run FAILED, tag ``gppo.failure`` = last log
+        lines).
         """
         run = self.tracking.get_run(att.run_id)
         if status == "SUCCEEDED" and is_finished(run):
@@ -202,8 +205,8 @@ class Dispatcher:
         note: str = "",
         tags: dict[str, str] | None = None,
     ) -> str:
-        """End a run as ``outcome`` (with ``tags``): ``finished`` → FINISHED; ``stopped`` →
-        KILLED and ``failed`` → FAILED, both with ``gppo.failure`` = ``note`` + the log's tail."""
+        """End a run as ``outcome`` (with ``tags``): DONE → FINISHED; STOPPED →
+        KILLED and FAILED → FAILED, both with ``gppo.failure`` = ``note`` + the log's tail."""
         if tags:
             self.tracking.set_tags(run_id, tags)
         if outcome != FINISHED:

@@ -34,16 +34,10 @@ from gppo.errors import ClusterUnreachable, TrackingUnreachable
 from gppo.grid.plan import Plan
 from gppo.store.health import fail_fast, is_unreachable_error, tracking_unreachable
 from gppo.store.ref import SweepRef
+from gppo.store.state import ACTIVE_JOB as ACTIVE
+from gppo.store.state import State, cell_state
 from gppo.store.tracking import attempt_of, is_finished, latest_metric
-from gppo.sweep.dispatcher import (
-    ACTIVE,
-    FAILED,
-    FINISHED,
-    STOPPED,
-    Attempt,
-    Dispatcher,
-    SubmissionExists,
-)
+from gppo.sweep.dispatcher import Attempt, Dispatcher, SubmissionExists
 from gppo.sweep.guard import check_store_reachable
 from gppo.sweep.lock import LaunchBusy, sweep_lock
 from gppo.sweep.owner import pid_alive
@@ -54,7 +48,8 @@ log = logging.getLogger(__name__)
 #: called as ``hook(plan, ref)`` (:class:`~gppo.store.ref.SweepRef`) once every cell has finished;
 #: what it returns is kept as :attr:`LaunchResult.report` (the CLI passes the report writer)
 AfterSweep = Callable[..., Any]
-PENDING, WAITING, RUNNING, ENDING, DONE = "pending", "waiting", "running", "ending", "done"
+PENDING, WAITING, RUNNING, ENDING = State.PENDING, State.WAITING, State.RUNNING, State.ENDING
+DONE, FAILED, STOPPED = State.DONE, State.FAILED, State.STOPPED
 
 
 __all__ = [
@@ -70,12 +65,12 @@ __all__ = [
 
 @dataclass
 class CellState:
-    """One cell during a launch: its state (``pending``, ``waiting`` for a retry, ``running``,
-    ``ending``, ``done``, ``failed``, ``stopped``), attempt counters, the current attempt, the
+    """One cell during a launch: its :class:`~gppo.store.state.State` (PENDING, WAITING for a
+    retry, RUNNING, ENDING, DONE, FAILED, STOPPED), attempt counters, the current attempt, the
     latest step and train score seen, and a short note (a retry, a failure reason)."""
 
     cell: Cell
-    state: str = PENDING
+    state: State = PENDING
     attempt: int = 0  # highest attempt number seen for this cell
     tries: int = 0  # attempts that ended in failure during this launch
     ready_at: float = 0.0
@@ -108,7 +103,7 @@ class LaunchResult:
     #: what the ``after_sweep`` hook returned (the report), when it ran
     report: Any = None
 
-    def count(self, state: str) -> int:
+    def count(self, state: State) -> int:
         return sum(1 for c in self.cells.values() if c.state == state)
 
     @property
@@ -168,12 +163,11 @@ def reconcile(ctx: SweepContext, disp: Dispatcher, cells: list[Cell]) -> dict[st
             elif job in ACTIVE:  # cannot happen with one launcher per sweep; be safe anyway
                 disp.stop(att.submission_id)
                 ctx.tracking.terminate(run.info.run_id, "KILLED")
-        same = [r for r in runs if r.data.tags.get(M.TAG_CELL_HASH) == h]
-        if st.current is None and any(is_finished(r) for r in same):
-            st.state = DONE
-            st.run_id = [r for r in same if is_finished(r)][-1].info.run_id
-        elif st.current is None and reuse and same:
-            st.reuse_run = same[-1].info.run_id
+        derived = cell_state(runs, h)  # orphans settled: RUNNING runs are the re-attached ones
+        if st.current is None and derived.state is DONE:
+            st.state, st.run_id = DONE, derived.run.info.run_id
+        elif st.current is None and reuse and derived.run is not None:
+            st.reuse_run = derived.run.info.run_id
         states[cell.id] = st
     return states
 
@@ -399,7 +393,7 @@ class Launcher:
         st.stall_note = ""
         outcome = disp.finish(att, "FAILED" if lost else att.status, note=note)
         st.current = None
-        if outcome == FINISHED:
+        if outcome == DONE:
             st.state = DONE
         elif outcome == STOPPED:
             st.state, st.note = STOPPED, "stopped"

@@ -12,6 +12,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from gppo.store.state import State
+
 log = logging.getLogger(__name__)
 
 
@@ -22,17 +24,10 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
 def launch_view(result: Any, max_rows: int = 20, eta_s: float | None = None) -> Group:
     """Counts of pending/running/done/failed cells, the time left (``eta_s``, once known) and
     one row per running cell."""
-    from gppo.sweep.launch import DONE, PENDING, RUNNING, WAITING
-    from gppo.sweep.progress_log import fmt_duration
+    from gppo.sweep.progress_log import fmt_duration, state_counts
 
     cells = result.cells.values()
-    counts = {
-        "pending": sum(1 for c in cells if c.state in (PENDING, WAITING)),
-        "running": sum(1 for c in cells if c.state == RUNNING),
-        "done": sum(1 for c in cells if c.state == DONE),
-        "failed": sum(1 for c in cells if c.state == "failed"),
-        "stopped": sum(1 for c in cells if c.state == "stopped"),
-    }
+    counts = state_counts(result)
     head = Text.assemble(
         (f"sweep {result.sweep_id}  ", "bold"),
         *[
@@ -47,7 +42,7 @@ def launch_view(result: Any, max_rows: int = 20, eta_s: float | None = None) -> 
     for col in ("cell", "attempt", "job", "step", "train score", "running for"):
         table.add_column(col)
     now = time.time()
-    running = [c for c in cells if c.state == RUNNING and c.current is not None]
+    running = [c for c in cells if c.state is State.RUNNING and c.current is not None]
     for c in running[:max_rows]:
         table.add_row(
             c.cell.id,
@@ -69,11 +64,11 @@ def status_table(rows: list[Any]) -> Table:
     for col in (*cols, "last failure") if notes else cols:
         table.add_column(col)
     styles = {
-        "done": "green",
-        "running": "cyan",
-        "failed": "red",
-        "stopped": "yellow",
-        "interrupted": "yellow",
+        State.DONE: "green",
+        State.RUNNING: "cyan",
+        State.FAILED: "red",
+        State.STOPPED: "yellow",
+        State.INTERRUPTED: "yellow",
     }
     for r in rows:
         table.add_row(

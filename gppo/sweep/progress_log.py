@@ -18,6 +18,7 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.scores import pct, quantize
+from gppo.store.state import State
 
 
 def stamp(now: float | None = None) -> str:
@@ -122,11 +123,9 @@ class LaunchLog:
             return {}, {}
 
     def __call__(self, result: Any) -> None:
-        from gppo.sweep.launch import DONE, RUNNING, WAITING
-
         first = not self.seen
         if first:
-            skipped = [c for c in result.cells.values() if c.state == DONE]
+            skipped = [c for c in result.cells.values() if c.state is State.DONE]
             self.line(
                 f"sweep {result.sweep_id}: {len(result.cells)} cells, "
                 f"{len(skipped)} already finished, {self.slots} at a time"
@@ -143,10 +142,10 @@ class LaunchLog:
                 att.submitted_at if att is not None else (prev.started if prev else None),
             )
             self.seen[cid] = now_seen
-            if prev is None and st.state == DONE:
+            if prev is None and st.state is State.DONE:
                 continue
-            if st.state == RUNNING and att is not None:
-                if prev is None or prev.attempt != st.attempt or prev.state != RUNNING:
+            if st.state is State.RUNNING and att is not None:
+                if prev is None or prev.attempt != st.attempt or prev.state is not State.RUNNING:
                     # at the first update, a job older than this log was found running
                     fresh = prev is not None or att.submitted_at >= self.t0 - 1.0
                     verb = "submitted" if fresh else "re-attached"
@@ -156,27 +155,27 @@ class LaunchLog:
                 continue
             if prev is not None and prev.state == st.state:
                 continue
-            self._ended(cid, st, now_seen, DONE, WAITING)
+            self._ended(cid, st, now_seen)
         self._eta(result)
 
-    def _ended(self, cid: str, st: Any, seen: _Seen, done: str, waiting: str) -> None:
+    def _ended(self, cid: str, st: Any, seen: _Seen) -> None:
         took = self.now() - seen.started if seen.started else None
         span = f" in {fmt_duration(took)}" if took is not None else ""
-        metrics, tags = self._info(seen.run_id) if st.state != "pending" else ({}, {})
-        if st.state == done:
+        metrics, tags = self._info(seen.run_id) if st.state is not State.PENDING else ({}, {})
+        if st.state is State.DONE:
             if took is not None:
                 self.durations.append(took)
             k = st.cell.eval_k
             score = metrics.get(M.eval_domain_metric(k))
             avg = f"avg@{k} {_pct(score)}%" if score is not None else f"avg@{k} -"
             self.line(f"{'finished':<11} {cid}  {avg}{span}")
-        elif st.state == waiting:
+        elif st.state is State.WAITING:
             why = first_line_of_failure(tags) or "job failed"
             self.line(f"{'retrying':<11} {cid}  {st.note}: {why}")
-        elif st.state == "failed":
+        elif st.state is State.FAILED:
             why = first_line_of_failure(tags) or st.note
             self.line(f"{'failed':<11} {cid}  {st.note}: {why}")
-        elif st.state == "stopped":
+        elif st.state is State.STOPPED:
             self.line(f"{'stopped':<11} {cid}  {st.note}")
 
     def eta(self, result: Any) -> float | None:
@@ -191,7 +190,7 @@ class LaunchLog:
         if left is None:
             return
         self._eta_at = len(self.durations)
-        c = _counts(result)
+        c = state_counts(result)
         self.line(
             f"{'progress':<11} {c['done']}/{len(result.cells)} done, {c['running']} running, "
             f"{c['pending']} pending, {c['failed']} failed; about {fmt_duration(left)} left"
@@ -199,7 +198,7 @@ class LaunchLog:
 
     def summary(self, result: Any) -> str:
         """The last line: counts, wall time, and what to do next."""
-        c = _counts(result)
+        c = state_counts(result)
         text = (
             f"sweep {result.sweep_id}: {c['done']}/{len(result.cells)} done, {c['failed']} failed"
             + (f", {c['stopped']} stopped" if c["stopped"] else "")
@@ -210,28 +209,31 @@ class LaunchLog:
         return text
 
 
-def _counts(result: Any) -> dict[str, int]:
-    from gppo.sweep.launch import DONE, ENDING, PENDING, RUNNING, WAITING
-
+def state_counts(result: Any) -> dict[str, int]:
+    """Cells per displayed state: pending (with those waiting for a retry), running (with those
+    ending), done, failed, stopped."""
     cells = list(result.cells.values())
+
+    def n(*states: State) -> int:
+        return sum(1 for c in cells if c.state in states)
+
     return {
-        "pending": sum(1 for c in cells if c.state in (PENDING, WAITING)),
-        "running": sum(1 for c in cells if c.state in (RUNNING, ENDING)),
-        "done": sum(1 for c in cells if c.state == DONE),
-        "failed": sum(1 for c in cells if c.state == "failed"),
-        "stopped": sum(1 for c in cells if c.state == "stopped"),
+        "pending": n(State.PENDING, State.WAITING),
+        "running": n(State.RUNNING, State.ENDING),
+        "done": n(State.DONE),
+        "failed": n(State.FAILED),
+        "stopped": n(State.STOPPED),
     }
 
 
 def launch_eta(result: Any, durations: list[float], slots: int, now: float) -> float | None:
     """:func:`eta_s` of a launch in progress (None until a cell has finished in this launch)."""
-    from gppo.sweep.launch import RUNNING
 
-    c = _counts(result)
+    c = state_counts(result)
     running = [
         now - st.current.submitted_at
         for st in result.cells.values()
-        if st.state == RUNNING and st.current is not None
+        if st.state is State.RUNNING and st.current is not None
     ]
     if not (c["pending"] or running):
         return None

@@ -46,16 +46,16 @@ def test_collect_latest_attempt_statuses_base_and_missing(store):
     assert got.k == 8 and got.parent_run_id == store.parent
     status = tidy.drop_duplicates(["cell", "seed"]).set_index("cell")["status"].to_dict()
     assert status == {
-        "tv/mc": "finished",
-        "kl/atomic": "finished",
+        "tv/mc": "done",
+        "kl/atomic": "done",
         "kl/mc": "running",
         "chi2/atomic": "failed",
-        "gspo": "finished",
-        "base": "finished",
-        "tv/atomic": "missing",
-        "chi2/mc": "missing",
+        "gspo": "done",
+        "base": "done",
+        "tv/atomic": "pending",
+        "chi2/mc": "pending",
     }
-    scores = tidy[tidy.status == "finished"].set_index(["cell", "benchmark"])["score"]
+    scores = tidy[tidy.status == "done"].set_index(["cell", "benchmark"])["score"]
     assert scores[("kl/atomic", "A")] == 0.40 and scores[("gspo", "B")] == 0.15
     # base row = the step-0 eval of the reference cell, read from the metric history
     assert scores[("base", "A")] == 0.05 and scores[("base", "B")] == 0.01
@@ -79,10 +79,10 @@ def test_sweep_still_running_renders_dashes_with_footnotes(store):
     assert (
         rows["kl/mc"].entries["A"].mean is None and rows["kl/mc"].entries["A"].reason == "running"
     )
-    assert rows["tv/atomic"].entries["avg"].reason == "missing"
+    assert rows["tv/atomic"].entries["avg"].reason == "pending"
     assert rows["chi2/atomic"].entries["avg"].reason == "failed"
     assert str(rows["kl/atomic"].rel_pct) == "20.00"  # 30.0 vs 25.0
-    assert [f.reason for f in table.footnotes] == ["failed", "running", "missing"]
+    assert [f.reason for f in table.footnotes] == ["failed", "running", "pending"]
 
 
 @pytest.mark.slow
@@ -146,3 +146,16 @@ def test_find_sweep_names_the_store_and_the_sweep_when_absent(store):
         find_sweep("nope", store.uri, experiment="demo")
     with pytest.raises(SweepNotFound, match="no experiment 'absent'"):
         find_sweep(store.sweep_id, store.uri, experiment="absent")
+
+
+def test_a_stopped_run_is_reported_as_stopped_not_failed(store):
+    """``gppo-sweep cancel`` ends a run KILLED: Table 1 says it was stopped, in the same words
+    as ``status`` (one vocabulary, gppo.store.state)."""
+    store.cell("gppo", "tv", "mc", scores={"A": 0.3}, base={"A": 0.1})
+    store.cell("gppo", "kl", "mc", status="KILLED", finished=False)
+    got = collect(store.ref)
+    status = got.tidy.drop_duplicates(["cell"]).set_index("cell")["status"].to_dict()
+    assert status["kl/mc"] == "stopped"
+    table = build_table1(got.tidy)
+    (note,) = table.footnotes
+    assert note.reason == "stopped" and note.text.startswith("no result, run stopped: kl/mc")

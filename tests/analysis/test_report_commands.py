@@ -37,7 +37,7 @@ runner = CliRunner()
         ),
         (
             "domain,cell,benchmark,seed,score,status\nm,a,,0,,lost\n",
-            "column status: 'lost'; allowed: finished, failed, running, missing",
+            "column status: 'lost'; allowed: done, failed, stopped, running, pending, finished, missing",
         ),
         (
             HEADER + "m,tv/mc,A,0,0.1\nm,tv/mc,A,0,0.2\n",

@@ -107,7 +107,7 @@ def test_page_is_self_contained_with_figures_and_one_row_per_cell(store, tmp_pat
     assert page.links == []  # a SQLite store: run ids, no links
     # the cell's avg@8 as Table 1 computes it: mean of 30.0 and 50.0
     row = re.search(r'data-cell="tv-mc-s0">(.*?)</tr>', text).group(1)
-    assert "<td>40.0</td>" in row and "finished" in row
+    assert "<td>40.0</td>" in row and "done" in row
     # attached to the sweep's parent run with the rest of the report
     listed = {a.path for a in store.client.list_artifacts(store.parent, "report")}
     assert "report/report.html" in listed

@@ -233,7 +233,7 @@ def test_unfinished_and_missing_cells_show_dash_with_a_footnote():
             "benchmark": "",
             "seed": 0,
             "score": None,
-            "status": "missing",
+            "status": "pending",
         },
         {
             "domain": "math",
@@ -246,10 +246,10 @@ def test_unfinished_and_missing_cells_show_dash_with_a_footnote():
     ]
     table = build_table1(normalise(pd.DataFrame(rows)))
     marks = {f.reason: f.mark for f in table.footnotes}
-    assert marks == {"failed": "a", "running": "b", "missing": "c"}
+    assert marks == {"failed": "a", "running": "b", "pending": "c"}
     texts = {f.reason: f.text for f in table.footnotes}
     assert "kl/atomic (math, seed 0)" in texts["running"]
-    assert "chi2/binary" in texts["missing"] and "gspo" in texts["failed"]
+    assert "chi2/binary" in texts["pending"] and "gspo" in texts["failed"]
     assert "kl/mc (math, seed 1)" in texts["failed"]  # partial: one of two seeds failed
     md = to_markdown(table)
     assert "—^b" in md and "—^c" in md and "—^a" in md
