@@ -29,6 +29,8 @@ FINISHED, FAILED, STOPPED = State.DONE, State.FAILED, State.STOPPED
 #: the MLflow run status of each outcome of an attempt
 RUN_STATUS = {FINISHED: "FINISHED", STOPPED: "KILLED", FAILED: "FAILED"}
 LOG_TAIL_LINES = 40
+#: submission ids a submit tries before giving up (see :meth:`Dispatcher.submit`)
+SUBMIT_TRIES = 3
 
 
 def submission_id(sweep_id: str, cell_id: str, attempt: int) -> str:
@@ -88,14 +90,40 @@ class Dispatcher:
         run_id: str | None = None,
         role: str = M.ROLE_CELL,
         extra_tags: dict[str, str] | None = None,
+        stride: int = 1,
+        tries: int = SUBMIT_TRIES,
     ) -> Attempt:
         """Create the attempt's run (or reuse ``run_id``), then submit ``job`` as one Ray job.
 
         The run exists, tagged with the submission id, BEFORE the job is submitted, so a crash
         between the two is seen by the next launch (run RUNNING, no such job: interrupted).
-        An attempt number whose submission id is already taken on the cluster is skipped."""
-        while self.job_exists(submission_id(self.sweep_id, cell.id, attempt)):
-            attempt += 1
+
+        Submission ids are handled here only: an attempt number whose id the cluster already
+        has is skipped (``attempt += stride``; the tuner's stride keeps trial numbers apart), and
+        when the cluster refuses an id as taken (another process got there first) the run is
+        ended FAILED and the next number is tried, ``tries`` times in all before
+        :class:`SubmissionExists`. The returned :attr:`Attempt.attempt` is the number used."""
+        for _ in range(tries):
+            while self.job_exists(submission_id(self.sweep_id, cell.id, attempt)):
+                attempt += stride
+            try:
+                return self._submit_once(cell, job, attempt, run_id, role, extra_tags)
+            except SubmissionExists:
+                attempt += stride
+        raise SubmissionExists(
+            f"no free Ray submission id for cell {cell.id} after {tries} tries "
+            f"(last: {submission_id(self.sweep_id, cell.id, attempt - stride)})"
+        )
+
+    def _submit_once(
+        self,
+        cell: Cell,
+        job: Job,
+        attempt: int,
+        run_id: str | None,
+        role: str,
+        extra_tags: dict[str, str] | None,
+    ) -> Attempt:
         sid = submission_id(self.sweep_id, cell.id, attempt)
         if run_id is None:
             run_id = self.tracking.create_cell_run(

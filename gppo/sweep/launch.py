@@ -426,18 +426,14 @@ class Launcher:
 
     def _start(self, ctx: SweepContext, disp: Dispatcher, st: CellState) -> None:
         job = self.backend.job(st.cell)
-        for _ in range(3):
-            try:
-                att = disp.submit(st.cell, job, attempt=st.attempt + 1, run_id=st.reuse_run)
-                break
-            except SubmissionExists:
-                st.attempt += 1
-            except OSError as exc:  # no answer: the cell stays as it is (a run made for it was
-                self._no_answer(ctx, exc)  # ended FAILED) and is submitted once the cluster answers
-                return
-        else:
+        try:
+            att = disp.submit(st.cell, job, attempt=st.attempt + 1, run_id=st.reuse_run)
+        except SubmissionExists:
             st.tries += 1
             st.state, st.note = FAILED, "could not find a free submission id"
+            return
+        except OSError as exc:  # no answer: the cell stays as it is (a run made for it was
+            self._no_answer(ctx, exc)  # ended FAILED) and is submitted once the cluster answers
             return
         self._answered(ctx)
         st.attempt, st.current, st.state, st.score = att.attempt, att, RUNNING, None

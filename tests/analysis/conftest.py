@@ -7,11 +7,11 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import make_cell
 from mlflow import MlflowClient
 from mlflow.entities import Metric
 
 from gppo import metrics as M
-from gppo.cell import Cell
 from gppo.store.ref import SweepRef
 from gppo.store.tracking import cell_tags
 
@@ -57,16 +57,8 @@ class Store:
         curves: dict[str, list[float]] | None = None,
         k: int = 8,
     ) -> str:
-        cid = f"{divergence}-{estimator}-s{seed}" if method == "gppo" else f"{method}-s{seed}"
-        cell = Cell(
-            id=cid,
-            method=method,
-            divergence=divergence,
-            estimator=estimator,
-            delta=None,
-            seed=seed,
-            settings={"domain": domain},
-            eval_k=k,
+        cell = make_cell(
+            divergence, estimator, method=method, seed=seed, settings={"domain": domain}, eval_k=k
         )
         # the production writer's tags (gppo.store.tracking.cell_tags), never hand-written ones
         tags = {

@@ -6,12 +6,12 @@ import math
 import re
 
 import pytest
+from helpers import make_cell
 
 from gppo import metrics as M
 from gppo.analysis.collect import collect
 from gppo.analysis.report import write_report
 from gppo.analysis.table import build_table1
-from gppo.cell import Cell
 from gppo.store.ref import SweepNotFound, SweepRef, find_sweep
 
 BENCH = {"A": 0.40, "B": 0.20}
@@ -19,8 +19,7 @@ BASE = {"A": 0.05, "B": 0.01}
 
 
 def _cell(method, div, est, seed=0, domain="math"):
-    cid = f"{div}-{est}-s{seed}" if method == "gppo" else f"{method}-s{seed}"
-    return Cell(cid, method, div, est, None, seed, settings={"domain": domain})
+    return make_cell(div, est, method=method, seed=seed, settings={"domain": domain})
 
 
 def _populate(store):

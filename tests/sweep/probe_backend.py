@@ -32,7 +32,7 @@ class ProbeSettings(BaseModel):
 class ProbeBackend(Backend):
     name = "probe"
     settings_model = ProbeSettings
-    entrypoint_module = "tests.sweep.probe_job"
+    entrypoint_module = "sweep.probe_job"  # run as its script (tests/ is not a package)
 
     def default_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
         return ("b1",)

@@ -58,36 +58,20 @@ def test_one_launcher_per_sweep(tmp_path):
 
 def test_driver_backends_submit_their_entrypoint_without_gpus():
     """verl's entrypoint starts its own GPU actors: holding the cell's GPUs would deadlock it."""
+    from helpers import make_cell
+
     from gppo.backends.base import Job
-    from gppo.cell import Cell, Resources
+    from gppo.cell import Resources
     from gppo.sweep.dispatcher import entrypoint_resources
 
     res = Resources(num_cpus=4, num_gpus=8, memory_gb=64)
-    verl_cell = Cell(
-        id="kl-atomic-s0",
-        method="gppo",
-        divergence="kl",
-        estimator="atomic",
-        delta=0.2,
-        seed=0,
-        backend="verl",
-        resources=res,
-    )
+    verl_cell = make_cell("kl", "atomic", delta=0.2, backend="verl", resources=res)
     job = Job(argv=("python", "-c", "pass"), resources=res)
     assert entrypoint_resources(verl_cell, job) == {
         "entrypoint_num_cpus": 1.0,
         "entrypoint_num_gpus": 0,
     }
-    local_cell = Cell(
-        id="tv-mc-s0",
-        method="gppo",
-        divergence="tv",
-        estimator="mc",
-        delta=0.2,
-        seed=0,
-        backend="local",
-        resources=res,
-    )
+    local_cell = make_cell("tv", "mc", delta=0.2, backend="local", resources=res)
     assert entrypoint_resources(local_cell, job) == {
         "entrypoint_num_cpus": 4,
         "entrypoint_num_gpus": 8,

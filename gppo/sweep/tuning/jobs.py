@@ -17,7 +17,7 @@ from gppo.backends.base import get_backend
 from gppo.cell import Cell
 from gppo.grid import GridSpec
 from gppo.store.tracking import log_params, sweep_filter
-from gppo.sweep.dispatcher import FAILED, FINISHED, STOPPED, Attempt, Dispatcher, SubmissionExists
+from gppo.sweep.dispatcher import FAILED, FINISHED, STOPPED, Attempt, Dispatcher
 from gppo.sweep.session import Session, open_session
 
 #: tag holding the Optuna state a trial ended in (COMPLETE / PRUNED / FAIL)
@@ -49,15 +49,11 @@ def submit_trial(
     """Create trial ``number``'s child run (params ``trial.<name>``) and submit its cell's job."""
     job = get_backend(cell.backend).job(cell)
     tags = {M.TAG_TRIAL_NUMBER: str(number), M.TAG_STUDY_NAME: study_name}
-    attempt = number
-    for _ in range(5):
-        try:
-            att = disp.submit(cell, job, attempt=attempt, role=M.ROLE_TRIAL, extra_tags=tags)
-            break
-        except SubmissionExists:
-            attempt += 1000  # an id left on the cluster by an earlier study of this name
-    else:
-        raise RuntimeError(f"no free Ray submission id for trial {number}")
+    # stride 1000: an id left on the cluster by an earlier study of this name is skipped
+    # without taking the next trial's number
+    att = disp.submit(
+        cell, job, attempt=number, role=M.ROLE_TRIAL, extra_tags=tags, stride=1000, tries=5
+    )
     log_params(disp.tracking, att.run_id, {f"trial.{k}": v for k, v in sorted(params.items())})
     return att
 

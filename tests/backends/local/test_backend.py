@@ -6,6 +6,7 @@ import shlex
 import sys
 
 import pytest
+from helpers import make_cell
 from pydantic import ValidationError
 
 from gppo.backends.base import get_backend
@@ -28,16 +29,8 @@ def test_backend_job_and_benchmarks() -> None:
     s = be.validate_settings({"domain": "code"})
     assert be.default_benchmarks(s) == ("dsl-map", "dsl-list", "dsl-pair", "dsl-triple")
     assert be.known_benchmarks(be.validate_settings({})) == ("add-small", "add", "sub", "add3")
-    cell = Cell(
-        id="kl-atomic-s0",
-        method="gppo",
-        divergence="kl",
-        estimator="atomic",
-        delta=0.2,
-        seed=0,
-        loss_params={"divergence": "kl", "estimator": "atomic"},
-        settings={"domain": "math", "steps": 2},
-        resources=Resources(num_cpus=1),
+    cell = make_cell(
+        "kl", "atomic", settings={"domain": "math", "steps": 2}, resources=Resources(num_cpus=1)
     )
     job = be.job(cell)
     assert job.argv[:3] == (sys.executable, "-m", "gppo.backends.local")

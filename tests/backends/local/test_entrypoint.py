@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import make_cell
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -27,14 +28,10 @@ BENCH = ("dsl-map", "dsl-list", "dsl-pair", "dsl-triple")
 
 
 def _cell(tmp_path, **extra) -> Cell:
-    return Cell(
-        id="kl-atomic-s0",
-        method="gppo",
-        divergence="kl",
-        estimator="atomic",
-        delta=None,
-        seed=0,
-        loss_params={"divergence": "kl", "estimator": "atomic", "loss_agg_mode": "token-mean"},
+    return make_cell(
+        "kl",
+        "atomic",
+        loss_params={"loss_agg_mode": "token-mean"},
         settings={**TINY, "cache_dir": str(tmp_path / "cache"), **extra},
     )
 
