@@ -14,7 +14,8 @@ allowed. The CLI maps an error to its exit code in one place (:func:`exit_code`)
     ├── LaunchError                     exit 2  a launch refused before anything was submitted
     │   ├── StoreNotShared (ValueError) exit 2  a remote cluster with a store it cannot reach
     │   ├── LaunchBusy    (RuntimeError) exit 1 another launcher holds the sweep
-    │   └── SubmissionExists            exit 1  the cluster already has this job
+    │   ├── SubmissionExists            exit 1  the cluster already has this job
+    │   └── SubmissionRefused           exit 1  Ray refused a job (its run ended FAILED)
     ├── ClusterUnreachable (RuntimeError) exit 1 the Ray cluster stopped answering mid-sweep
     │                                           (``ray.unreachable_timeout_s``); jobs left as
     │                                           they are, for a relaunch
@@ -106,6 +107,17 @@ class SubmissionExists(LaunchError, RuntimeError):
     """The cluster already has a job with this submission id."""
 
     exit_code = EXIT_FAILED
+
+
+class SubmissionRefused(LaunchError, RuntimeError):
+    """Ray answered a job submission with a refusal (a runtime env it rejects, a server error);
+    the attempt's run was ended FAILED with the reason. ``attempt``: the attempt number used."""
+
+    exit_code = EXIT_FAILED
+
+    def __init__(self, message: str, attempt: int = 0) -> None:
+        super().__init__(message)
+        self.attempt = attempt
 
 
 class ClusterUnreachable(GppoError, RuntimeError):

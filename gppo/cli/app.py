@@ -187,7 +187,7 @@ def launch(
         if st.state is State.FAILED:
             console.print(f"[red]failed[/red] {st.cell.id}: {st.note}", highlight=False)
     if result.report is not None:
-        from gppo.analysis.terminal import print_table1
+        from gppo.analysis.render import print_table1
 
         print_table1(console, result.report.table)
         folder = result.report.files[0].parent if result.report.files else "?"

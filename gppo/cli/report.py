@@ -50,7 +50,7 @@ def report(
 ) -> None:
     """Write Table 1 (md/LaTeX/HTML/CSV) and Figures 1-2 into OUT and print the table."""
     from gppo.analysis import report as R
-    from gppo.analysis.terminal import to_rich
+    from gppo.analysis.render import to_rich
     from gppo.grid import load_plan
 
     csvs = list(from_csv or [])

@@ -17,7 +17,7 @@ from typing import Any
 from gppo import metrics as M
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
-from gppo.errors import SubmissionExists
+from gppo.errors import SubmissionExists, SubmissionRefused
 from gppo.store.state import ACTIVE_JOB, State
 from gppo.store.tracking import Tracking, is_finished
 from gppo.sweep.cluster import Cluster
@@ -154,7 +154,10 @@ class Dispatcher:
             self.tracking.terminate(run_id, "FAILED")
             if "already exists" in str(exc):
                 raise SubmissionExists(sid) from exc
-            raise
+            if isinstance(exc, OSError):  # no answer (refused connection, timeout): the caller
+                raise  # waits for the cluster
+            reason = " ".join(str(exc).split())[:500] or type(exc).__name__
+            raise SubmissionRefused(f"{sid}: {reason}", attempt) from exc
         return Attempt(cell=cell, attempt=attempt, run_id=run_id, submission_id=sid)
 
     def attach(self, cell: Cell | None, run: Any) -> Attempt:

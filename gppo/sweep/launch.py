@@ -30,7 +30,7 @@ from typing import Any
 from gppo import metrics as M
 from gppo.backends.base import get_backend
 from gppo.cell import Cell
-from gppo.errors import ClusterUnreachable, TrackingUnreachable
+from gppo.errors import ClusterUnreachable, SubmissionRefused, TrackingUnreachable
 from gppo.grid.plan import Plan
 from gppo.store.health import fail_fast, is_unreachable_error, tracking_unreachable
 from gppo.store.ref import SweepRef
@@ -398,17 +398,21 @@ class Launcher:
         elif outcome == STOPPED:
             st.state, st.note = STOPPED, "stopped"
         else:
-            st.tries += 1
             if self.backend.reuse_run_on_retry:  # e.g. verl: the retry resumes the same run
                 st.reuse_run = att.run_id
-            if st.tries <= self.retries.max:
-                st.state = WAITING
-                st.ready_at = time.time() + backoff(
-                    self.retries.backoff_s, self.retries.backoff_max_s, st.tries
-                )
-                st.note = f"retry {st.tries}/{self.retries.max}"
-            else:
-                st.state, st.note = FAILED, f"failed after {st.tries} attempt(s)"
+            self._retry_or_fail(st)
+
+    def _retry_or_fail(self, st: CellState) -> None:
+        """A failed attempt: WAITING for a retry after its backoff, or FAILED after the last."""
+        st.tries += 1
+        if st.tries <= self.retries.max:
+            st.state = WAITING
+            st.ready_at = time.time() + backoff(
+                self.retries.backoff_s, self.retries.backoff_max_s, st.tries
+            )
+            st.note = f"retry {st.tries}/{self.retries.max}"
+        else:
+            st.state, st.note = FAILED, f"failed after {st.tries} attempt(s)"
 
     def _submit_ready(
         self, ctx: SweepContext, disp: Dispatcher, cells: dict[str, CellState]
@@ -431,6 +435,14 @@ class Launcher:
         except SubmissionExists:
             st.tries += 1
             st.state, st.note = FAILED, "could not find a free submission id"
+            return
+        except SubmissionRefused as exc:  # its run was ended FAILED with the reason
+            self._answered(ctx)
+            st.attempt = exc.attempt
+            log.warning(
+                "%s attempt %d: Ray refused the submission: %s", st.cell.id, exc.attempt, exc
+            )
+            self._retry_or_fail(st)
             return
         except OSError as exc:  # no answer: the cell stays as it is (a run made for it was
             self._no_answer(ctx, exc)  # ended FAILED) and is submitted once the cluster answers

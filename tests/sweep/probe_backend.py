@@ -26,6 +26,9 @@ class ProbeSettings(BaseModel):
     hang_times: int = 0  # the first N attempts hang (alive, silent) after logging step 1
     marker_dir: str | None = None  # attempts and start/end times are written here
     note: str = ""  # echoed back into the run (injection tests)
+    #: give the job an env var Ray's runtime env refuses (not a string): Ray refuses the
+    #: submission itself, the job never starts
+    refused: bool = False
 
 
 @register_backend
@@ -41,7 +44,10 @@ class ProbeBackend(Backend):
         return ("b1", "b2")
 
     def job(self, cell: Cell) -> Job:
-        return Job(argv=(sys.executable, PROBE_SCRIPT, cell.to_json()), resources=cell.resources)
+        env = {"GPPO_PROBE_REFUSED": 1} if cell.settings.get("refused") else {}
+        return Job(
+            argv=(sys.executable, PROBE_SCRIPT, cell.to_json()), env=env, resources=cell.resources
+        )
 
 
 @register_backend

@@ -107,8 +107,8 @@ def test_final_table_never_wraps_a_row_label_at_80_or_100_columns():
 
     from rich.console import Console
 
+    from gppo.analysis.render import print_table1
     from gppo.analysis.table import build_table1
-    from gppo.analysis.terminal import print_table1
     from gppo.analysis.tidy import read_scores_csv
 
     paper = Path(__file__).parents[1] / "analysis" / "data" / "paper_table1.csv"
@@ -132,8 +132,8 @@ def test_multi_seed_final_table_fits_100_columns_without_cutting_a_number():
     import pandas as pd
     from rich.console import Console
 
+    from gppo.analysis.render import print_table1
     from gppo.analysis.table import build_table1
-    from gppo.analysis.terminal import print_table1
     from gppo.analysis.tidy import normalise, read_scores_csv
 
     paper = read_scores_csv(Path(__file__).parents[1] / "analysis" / "data" / "paper_table1.csv")

@@ -74,3 +74,31 @@ def test_a_submission_id_the_cluster_already_has_is_skipped_not_reused(tmp_path,
     assert run.data.tags[M.TAG_ATTEMPT] == "2"  # attempt 1's id belonged to someone else
     assert run.data.tags[M.TAG_RAY_JOB_ID] == submission_id(plan.sweep_id, "tv-mc-s0", 2)
     assert client.get_job_info(taken).entrypoint == "true"  # the other job was left alone
+
+
+def test_a_submission_ray_refuses_fails_that_cell_not_the_launch(tmp_path, ray_cluster, caplog):
+    """Ray refuses kl-mc's job (a runtime env it rejects): that attempt's run ends FAILED with
+    Ray's reason, is retried like any failure, and the rest of the sweep finishes."""
+    spec = write_spec(
+        tmp_path, ray_cluster.address, name="refused",
+        grid={"divergences": ["tv", "kl"], "estimators": ["mc"]},
+        overrides={"kl-mc": {"probe": {"refused": True}}},
+        retries={"max": 1, "backoff_s": 0.2},
+    )  # fmt: skip
+    plan = load_plan(spec)
+    with caplog.at_level(logging.WARNING, logger="gppo.sweep.launch"):
+        result = Launcher(plan, poll_s=0.3).run()
+    assert result.cells["tv-mc-s0"].state == "done"
+    refused = result.cells["kl-mc-s0"]
+    assert refused.state == "failed" and refused.note == "failed after 2 attempt(s)"
+    assert caplog.text.count("Ray refused the submission") == 2
+    runs = [r for r in _cell_runs(plan, f"sqlite:///{tmp_path}/mlflow.db")]
+    mine = sorted(
+        (r for r in runs if r.data.tags[M.TAG_CELL_ID] == "kl-mc-s0"),
+        key=lambda r: int(r.data.tags[M.TAG_ATTEMPT]),
+    )
+    assert [r.info.status for r in mine] == ["FAILED", "FAILED"]
+    assert [r.data.tags[M.TAG_ATTEMPT] for r in mine] == ["1", "2"]  # a new attempt each time
+    for run in mine:
+        failure = run.data.tags[M.TAG_FAILURE]
+        assert failure.startswith("submission failed: ") and "env_vars" in failure, failure

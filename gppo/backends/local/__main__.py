@@ -83,10 +83,9 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
 
     from gppo.backends.local.base_eval import cached_base_eval
     from gppo.backends.local.evaluate import evaluate
-    from gppo.backends.local.objective import make_loss
     from gppo.backends.local.settings import LocalSettings
     from gppo.backends.local.tasks import get_domain
-    from gppo.backends.local.train import Trainer
+    from gppo.backends.local.train import Trainer, make_loss
     from gppo.backends.local.warmstart import load_base_model, warmstart_hash
 
     t_start = time.perf_counter()

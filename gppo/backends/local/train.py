@@ -1,4 +1,5 @@
-"""The RL loop: GRPO-style group-relative advantages with any method of the objectives registry.
+"""The RL loop: GRPO-style group-relative advantages with any method of the objectives registry
+(:func:`make_loss`: the cell's loss, the same losses as the verl path).
 
 One iteration (= one MLflow step):
 1. draw ``prompts_per_step`` training prompts (benchmark prompts never occur), sample G
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +28,38 @@ from gppo.backends.local.settings import LocalSettings
 from gppo.backends.local.tasks import Domain
 
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
+
+
+def make_loss(method: str, loss_params: Mapping[str, Any]) -> tuple[LossFn, str]:
+    """``(loss_fn, loss_agg_mode)`` for a cell: ``get_method(method)`` with resolved params.
+
+    ``loss_fn(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode=...)`` returns
+    ``(loss, metrics)``; ``loss_agg_mode`` is taken out of the params (default token-mean).
+    """
+    from gppo.objectives.methods import get_method
+
+    m = get_method(method)
+    params = dict(loss_params)
+    agg = str(params.pop("loss_agg_mode", "token-mean"))
+    resolved = m.resolve(params)
+
+    def loss_fn(
+        old_log_prob: torch.Tensor,
+        log_prob: torch.Tensor,
+        advantages: torch.Tensor,
+        response_mask: torch.Tensor,
+        loss_agg_mode: str = agg,
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        return m.loss(
+            old_log_prob,
+            log_prob,
+            advantages,
+            response_mask,
+            loss_agg_mode=loss_agg_mode,
+            **resolved,
+        )
+
+    return loss_fn, agg
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6) -> torch.Tensor:

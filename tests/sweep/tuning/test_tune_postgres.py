@@ -71,7 +71,8 @@ def test_two_tuners_share_a_postgres_study_and_one_is_killed(
         for t in optuna.load_study(study_name=spec.study_name, storage=storage).get_trials(
             deepcopy=False, states=(TrialState.RUNNING,)
         )
-        if t.user_attrs[A.OWNER]["pid"] == killed.pid and A.RUN_ID in t.user_attrs
+        # a trial just asked for has no owner yet: read the owner of recorded trials only
+        if A.RUN_ID in t.user_attrs and t.user_attrs.get(A.OWNER, {}).get("pid") == killed.pid
     }
     killed.send_signal(signal.SIGKILL)
     killed.wait()
