@@ -363,7 +363,15 @@ class Launcher:
             self._silent_since = None
 
     def _check_silence(self, ctx: SweepContext) -> None:
-        """Raise :class:`ClusterUnreachable` once the cluster has been silent for too long."""
+        """Raise :class:`ClusterUnreachable` once the cluster has been silent for too long, or at
+        once when it is the local head this sweep started and its process has exited."""
+        cluster = ctx.cluster
+        if cluster is not None and cluster.local and cluster.pid and not pid_alive(cluster.pid):
+            raise ClusterUnreachable(
+                f"{self.plan.source}: the local Ray head this sweep started (pid {cluster.pid}) "
+                "has exited, and its jobs with it; their runs are left for a relaunch, which "
+                "starts a new head and reruns every unfinished cell"
+            )
         if self._silent_since is None:
             return
         silent_s = time.monotonic() - self._silent_since

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
 from gppo.grid import load_plan
-from gppo.sweep.cluster import start_local_head, stop_local_head
+from gppo.sweep.cluster import read_cluster, start_local_head, stop_local_head
 from gppo.sweep.launch import Launcher
 from gppo.sweep.owner import pid_alive
 
@@ -116,3 +116,58 @@ def _is_probe(pid: int) -> bool:
     except OSError:
         return False
     return pid_alive(pid) and b"probe_job.py" in cmd
+
+
+def test_the_local_head_dying_mid_sweep_ends_the_launch_and_a_relaunch_finishes(tmp_path):
+    """No address: the launcher starts its own head. Killing that head mid-cell ends the launch
+    at once (exit 1, one line; the unreachable timeout is not waited out), and a relaunch starts
+    a new head and finishes every cell, none finished twice."""
+    spec = write_spec(
+        tmp_path, None, name="headdies", probe={"steps": 20, "sleep_s": 0.25},
+        ray={"unreachable_timeout_s": 600},
+    )  # fmt: skip
+    plan = load_plan(spec)
+    state = tmp_path / ".gppo" / plan.sweep_id
+    out, err = tmp_path / "launch.out", tmp_path / "launch.err"
+    with open(out, "w") as fo, open(err, "w") as fe:
+        proc = subprocess.Popen(
+            [*launcher_cmd(), "launch", str(spec)], stdout=fo, stderr=fe, env=env_without_ray(),
+            cwd=tmp_path,
+        )  # fmt: skip
+    try:
+        markers = [tmp_path / "m" / f"{c.id}.times" for c in plan.cells]
+        wait_for(lambda: any(m.exists() for m in markers), 120, "a cell running")
+        head = read_cluster(state)
+        assert head is not None and head.local
+        os.killpg(head.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        rc = proc.wait(timeout=60)
+        took = time.monotonic() - killed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert rc == 1, (out.read_text(), err.read_text())
+    assert took < 20, took  # seen at the next poll, not after ray.unreachable_timeout_s
+    last = [ln for ln in err.read_text().splitlines() if ln.strip()][-1]
+    assert last == (
+        f"{spec}: the local Ray head this sweep started (pid {head.pid}) has exited, and its "
+        "jobs with it; their runs are left for a relaunch, which starts a new head and reruns "
+        "every unfinished cell"
+    ), err.read_text()[-2000:]
+
+    relaunch = subprocess.run(
+        [*launcher_cmd(), "launch", str(spec)], capture_output=True, text=True,
+        env=env_without_ray(), cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert relaunch.returncode == 0, relaunch.stdout[-3000:] + relaunch.stderr[-3000:]
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    exp = client.get_experiment_by_name(plan.spec.experiment).experiment_id
+    runs = [r for r in client.search_runs([exp]) if r.data.tags.get(M.TAG_ROLE) == M.ROLE_CELL]
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    for cell in plan.cells:
+        finished = [
+            r for r in runs if r.data.tags[M.TAG_CELL_ID] == cell.id and r.info.status == "FINISHED"
+        ]
+        assert len(finished) == 1, cell.id  # finished exactly once
+    assert read_cluster(state) is None  # the new head was stopped when the sweep ended
