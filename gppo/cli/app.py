@@ -183,6 +183,12 @@ def launch(
             "interrupted before dispatch started; nothing submitted", EXIT_INTERRUPTED
         ) from None
     out.summary(result)
+    if result.lost:
+        raise fail(
+            f"{spec}: another launcher took sweep {result.sweep_id} over while this one was "
+            "not heard from (its lease went stale); its jobs and runs are left to that launcher",
+            EXIT_FAILED,
+        )
     for st in result.cells.values():
         if st.state is State.FAILED:
             console.print(f"[red]failed[/red] {st.cell.id}: {st.note}", highlight=False)

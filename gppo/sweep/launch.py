@@ -98,6 +98,8 @@ class LaunchResult:
     cells: dict[str, CellState] = field(default_factory=dict)
     interrupted: bool = False
     detached: bool = False
+    #: another launcher took the sweep over (its lease, a server store): its jobs are left to it
+    lost: bool = False
     #: where the sweep's runs are (set once the store is open)
     ref: SweepRef | None = None
     #: what the ``after_sweep`` hook returned (the report), when it ran
@@ -198,6 +200,7 @@ class Launcher:
         self.backend = get_backend(plan.spec.backend)
         self.retries = plan.spec.retries
         self.lost = False  # the lease was taken over by another launcher (server store)
+        self._lock_fresh: Callable[[], bool] = lambda: True
         #: how long the cluster may go without answering (``ray.unreachable_timeout_s``)
         self.unreachable_timeout_s = unreachable_timeout_s or plan.spec.ray.unreachable_timeout_s
         self._silent_since: float | None = None  # monotonic time of the first unanswered call
@@ -223,7 +226,7 @@ class Launcher:
             shared_filesystem=spec.tracking.shared_filesystem,
             where=self.plan.source,
         )
-        with sweep_lock(self.plan, on_lost=self._lost):
+        with sweep_lock(self.plan, on_lost=self._lost) as self._lock_fresh:
             return self._run()
 
     def _lost(self) -> None:
@@ -425,6 +428,8 @@ class Launcher:
     def _submit_ready(
         self, ctx: SweepContext, disp: Dispatcher, cells: dict[str, CellState]
     ) -> None:
+        if not self._lock_fresh():  # back from a suspension: the lease may be someone else's
+            return
         in_flight = sum(1 for c in cells.values() if c.state == RUNNING)
         now = time.time()
         for st in cells.values():
@@ -547,6 +552,7 @@ class Launcher:
 
     def _close(self, ctx: SweepContext, result: LaunchResult) -> None:
         if self.lost:  # the sweep belongs to another launcher now: end nothing of it
+            result.lost = True
             self.on_update(result)
             return
         result.ref = self._ref(ctx, result)

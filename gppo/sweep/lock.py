@@ -130,6 +130,17 @@ class Lease:
 
     def _beat(self) -> None:
         self.tracking.set_tags(self.run_id, {HEARTBEAT_TAG: f"{self.generation} {time.time()}"})
+        self.confirmed_at = time.monotonic()
+
+    def fresh(self) -> bool:
+        """Whether the lease was confirmed (still ours, heartbeat written) within two heartbeats.
+
+        A launcher that was suspended (SIGSTOP, a laptop lid) comes back with a stale
+        confirmation: it submits nothing until its heartbeat thread has either confirmed the
+        lease again or found it taken over (a fence: no cell is submitted by two launchers)."""
+        return time.monotonic() - self.confirmed_at < 2 * HEARTBEAT_S
+
+    confirmed_at: float = 0.0
 
     def lost(self) -> bool:
         """True when a later generation exists (another launcher took the sweep over)."""
@@ -163,8 +174,12 @@ class Lease:
 
 
 @contextlib.contextmanager
-def sweep_lock(plan: Plan, *, on_lost: Callable[[], None] = lambda: None) -> Iterator[None]:
-    """Hold the sweep's one-launcher lock for the duration (raises :class:`LaunchBusy`)."""
+def sweep_lock(
+    plan: Plan, *, on_lost: Callable[[], None] = lambda: None
+) -> Iterator[Callable[[], bool]]:
+    """Hold the sweep's one-launcher lock for the duration (raises :class:`LaunchBusy`); yields
+    ``fresh()``: whether the lock is known to be held right now (always, for a file lock; for a
+    lease, confirmed within two heartbeats: see :meth:`Lease.fresh`)."""
     uri = resolve_tracking_uri(plan.spec.tracking.uri)
     if is_local_store(uri):
         from filelock import FileLock, Timeout
@@ -181,7 +196,7 @@ def sweep_lock(plan: Plan, *, on_lost: Callable[[], None] = lambda: None) -> Ite
                 f"another launcher is running sweep {plan.sweep_id} ({state_dir})"
             ) from None
         try:
-            yield
+            yield lambda: True
         finally:
             lock.release()
         return
@@ -198,6 +213,6 @@ def sweep_lock(plan: Plan, *, on_lost: Callable[[], None] = lambda: None) -> Ite
     lease.acquire()
     lease.keep_alive(on_lost)
     try:
-        yield
+        yield lease.fresh
     finally:
         lease.release()

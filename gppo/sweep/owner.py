@@ -44,6 +44,10 @@ def process_started(pid: int) -> float | None:
         return None
 
 
+#: overrides the host name an owner record names (:meth:`Owner.me`)
+HOST_ID_ENV = "GPPO_HOST_ID"
+
+
 @dataclass(frozen=True)
 class Owner:
     """Identity of one launcher or tuner run (a process may run several one after another)."""
@@ -55,8 +59,11 @@ class Owner:
 
     @classmethod
     def me(cls) -> Owner:
+        """This process, on this host (``$GPPO_HOST_ID``, else the hostname: set it where
+        machines or containers share a hostname but not their process tables)."""
         pid = os.getpid()
-        return cls(socket.gethostname(), pid, process_started(pid), uuid.uuid4().hex[:12])
+        host = os.environ.get(HOST_ID_ENV) or socket.gethostname()
+        return cls(host, pid, process_started(pid), uuid.uuid4().hex[:12])
 
     def as_attr(self) -> dict[str, Any]:
         return {"host": self.host, "pid": self.pid, "started": self.started, "token": self.token}

@@ -20,7 +20,7 @@ from gppo import metrics as M
 from gppo.cli import app
 from gppo.grid import load_plan
 from gppo.sweep.control import sweep_status
-from gppo.sweep.lock import HEARTBEAT_TAG, RELEASED_TAG
+from gppo.sweep.lock import HEARTBEAT_TAG, LEASE_PARAM, RELEASED_TAG
 from gppo.sweep.ray_http import job_client
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
@@ -156,3 +156,60 @@ def test_multinode_team_setup_kill9_relaunch(tmp_path, monkeypatch, ray_two_node
     # the lease was released on exit
     tags = client.get_run(parent[0].info.run_id).data.tags
     assert tags[RELEASED_TAG] == tags[HEARTBEAT_TAG].split()[0] == "2"
+
+
+def test_a_suspended_launcher_loses_its_lease_and_no_cell_runs_twice(
+    tmp_path, ray_two_nodes, mlflow_server
+):
+    """Launcher A (host "a") is suspended with SIGSTOP mid-sweep; after the lease goes stale,
+    launcher B (host "b") takes the sweep over and re-attaches A's running job. A, resumed with
+    SIGCONT, submits nothing (its lease is unconfirmed), finds the lease taken, and exits 1 with
+    one line; B finishes the sweep, every cell's job started exactly once."""
+    spec = team_spec(tmp_path, mlflow_server, "lease", cells=3, steps=16, sleep_s=0.5)
+    spec_text = spec.read_text().replace("max_concurrent: 2", "max_concurrent: 1")
+    spec.write_text(spec_text)
+    plan = load_plan(spec)
+    lease = {"GPPO_LEASE_HEARTBEAT_S": "0.5", "GPPO_LEASE_STALE_S": "3"}
+    addr = ["--address", ray_two_nodes.address]
+    a = cli(
+        ["launch", str(spec), *addr], tmp_path, {**env_without_ray(), **lease, "GPPO_HOST_ID": "a"}
+    )
+    markers = tmp_path / "m"
+    wait_for(lambda: len(list(markers.glob("*.times"))) == 1, 180, "A's first cell running")
+    a.send_signal(signal.SIGSTOP)
+    try:
+        b = cli(
+            ["launch", str(spec), *addr],
+            tmp_path,
+            {**env_without_ray(), **lease, "GPPO_HOST_ID": "b"},
+        )
+        client = MlflowClient(mlflow_server.uri)
+
+        def taken_over() -> bool:
+            assert b.poll() is None, b.communicate()[0][-3000:]  # B must not give up
+            exp = client.get_experiment_by_name("lease").experiment_id
+            flt = f"tags.`{M.TAG_ROLE}` = '{M.ROLE_SWEEP}'"
+            return any(f"{LEASE_PARAM}2" in r.data.params for r in client.search_runs([exp], flt))
+
+        wait_for(taken_over, 180, "B taking the lease over")  # once it went stale (3 s)
+    finally:
+        a.send_signal(signal.SIGCONT)
+    a_out, _ = a.communicate(timeout=60)
+    assert a.returncode == 1, a_out
+    last = [ln for ln in a_out.splitlines() if ln.strip()][-1]
+    assert last == (
+        f"{spec}: another launcher took sweep {plan.sweep_id} over while this one was not heard "
+        "from (its lease went stale); its jobs and runs are left to that launcher"
+    ), a_out[-2000:]
+    b_out, _ = b.communicate(timeout=300)
+    assert b.returncode == 0, b_out[-3000:]
+    assert "taking over sweep" in b_out or "re-attached" in b_out, b_out[-3000:]
+    runs = cell_runs(mlflow_server, "lease")
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    for cell in plan.cells:
+        started = (markers / f"{cell.id}.attempts").read_text().splitlines()
+        assert len(started) == 1, (cell.id, started)  # its job started once, by A or by B
+        finished = [
+            r for r in runs if r.data.tags[M.TAG_CELL_ID] == cell.id and r.info.status == "FINISHED"
+        ]
+        assert len(finished) == 1, cell.id
