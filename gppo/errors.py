@@ -21,6 +21,7 @@ allowed. The CLI maps an error to its exit code in one place (:func:`exit_code`)
     │                                           they are, for a relaunch
     ├── TrackingUnreachable (RuntimeError) exit 1 the same for the tracking server
     │                                           (``tracking.unreachable_timeout_s``)
+    ├── StoreFull         (RuntimeError) exit 1 the store's disk is full; a relaunch resumes
     ├── TuneError         (RuntimeError) exit 1 a study could not reach its trial count
     └── ReportError       (ValueError)  exit 2  bad report input (a CSV, a sweep id, a store)
         └── SweepNotFound               exit 2  no such sweep in the store
@@ -129,6 +130,11 @@ class TrackingUnreachable(GppoError, RuntimeError):
     """The tracking server has not answered the launcher for longer than
     ``tracking.unreachable_timeout_s`` (one line); the jobs and their runs are left for a
     relaunch to settle."""
+
+
+class StoreFull(GppoError, RuntimeError):
+    """The tracking store's disk is full: the launch stops (its jobs and runs are left as they
+    are) and a relaunch once there is room resumes the sweep."""
 
 
 class TuneError(GppoError, RuntimeError):

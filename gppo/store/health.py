@@ -11,6 +11,7 @@ writes (submissions, the endings of runs) until it is back, and give up after
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import urllib.error
 import urllib.request
@@ -34,6 +35,17 @@ def tracking_unreachable(uri: str, timeout: float = PROBE_TIMEOUT_S) -> str | No
         return f"/health answered {exc.code}"
     except (OSError, ValueError) as exc:  # refused, reset, timed out, DNS
         return f"{type(exc).__name__}: {getattr(exc, 'reason', exc)}"
+
+
+#: what a store says when its disk is full (SQLite, PostgreSQL, the OS)
+DISK_FULL_SIGNS = ("database or disk is full", "No space left on device", "could not extend file")
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    """Whether an exception from a store write means its disk is full (ENOSPC)."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        return True
+    return any(sign in str(exc) for sign in DISK_FULL_SIGNS)
 
 
 def is_unreachable_error(exc: BaseException) -> bool:

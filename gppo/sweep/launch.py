@@ -30,9 +30,15 @@ from typing import Any
 from gppo import metrics as M
 from gppo.backends.base import get_backend
 from gppo.cell import Cell
-from gppo.errors import ClusterUnreachable, SubmissionRefused, TrackingUnreachable
+from gppo.errors import ClusterUnreachable, StoreFull, SubmissionRefused, TrackingUnreachable
 from gppo.grid.plan import Plan
-from gppo.store.health import fail_fast, is_unreachable_error, tracking_unreachable
+from gppo.store.health import (
+    DISK_FULL_SIGNS,
+    fail_fast,
+    is_disk_full,
+    is_unreachable_error,
+    tracking_unreachable,
+)
 from gppo.store.ref import SweepRef
 from gppo.store.state import ACTIVE_JOB as ACTIVE
 from gppo.store.state import State, cell_state
@@ -283,6 +289,8 @@ class Launcher:
                             last_metrics = time.monotonic()
                             self._stop_stalled(disp, cells)
                 except Exception as exc:
+                    if is_disk_full(exc):
+                        raise StoreFull(self._disk_full_line(ctx, exc)) from None
                     if not is_unreachable_error(exc):
                         raise
                     self._tracking_failed(ctx, _reason(exc))  # the same step is retried
@@ -383,6 +391,14 @@ class Launcher:
                 ctx, f"has not answered for {silent_s:.0f} s", self._silent_error
             )
             raise ClusterUnreachable(line)
+
+    def _disk_full_line(self, ctx: SweepContext, exc: BaseException) -> str:
+        found = next((s for s in DISK_FULL_SIGNS if s in str(exc)), "no space left on device")
+        return (
+            f"{self.plan.source}: the tracking store's disk is full ({ctx.tracking.uri}: {found});"
+            " the launch stopped, its jobs and runs are left as they are: free space on that disk"
+            " and launch again (finished cells are kept)"
+        )
 
     def _address(self, ctx: SweepContext) -> str:
         return ctx.cluster.address if ctx.cluster is not None else "?"
