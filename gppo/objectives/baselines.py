@@ -32,28 +32,35 @@ Tensor = torch.Tensor
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
-def _in_full_precision(fn: _F) -> _F:
-    """Run a baseline loss on its four (B, T) tensors cast to :func:`work_dtype`, autocast off.
+def _baseline(name: str) -> Callable[[_F], _F]:
+    """A baseline loss: its paper's hyper-parameters from :data:`DEFAULTS` (the one place they
+    are written; a keyword given overrides one), run on its four (B, T) tensors cast to
+    :func:`work_dtype` with autocast off. The cast is differentiable, so the gradient reaches the
+    caller's ``log_prob`` (in its dtype)."""
 
-    The cast is differentiable, so the gradient reaches the caller's ``log_prob`` (in its dtype).
-    """
+    def decorate(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(
+            old_log_prob: Tensor,
+            log_prob: Tensor,
+            advantages: Tensor,
+            response_mask: Tensor,
+            **kw: Any,
+        ) -> tuple[Tensor, dict[str, float]]:
+            _prep(old_log_prob, log_prob, advantages, response_mask)
+            dtype = work_dtype(log_prob.dtype) if log_prob.is_floating_point() else torch.float32
+            with full_precision(log_prob.device):
+                return fn(
+                    old_log_prob.to(dtype),
+                    log_prob.to(dtype),
+                    advantages.to(dtype),
+                    response_mask,
+                    **{**DEFAULTS[name], **kw},
+                )
 
-    @functools.wraps(fn)
-    def wrapper(
-        old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor, **kw: Any
-    ) -> tuple[Tensor, dict[str, float]]:
-        _prep(old_log_prob, log_prob, advantages, response_mask)
-        dtype = work_dtype(log_prob.dtype) if log_prob.is_floating_point() else torch.float32
-        with full_precision(log_prob.device):
-            return fn(
-                old_log_prob.to(dtype),
-                log_prob.to(dtype),
-                advantages.to(dtype),
-                response_mask,
-                **kw,
-            )
+        return wrapper  # type: ignore[return-value]
 
-    return wrapper  # type: ignore[return-value]
+    return decorate
 
 
 DEFAULTS: dict[str, dict[str, Any]] = {
@@ -122,7 +129,7 @@ def _prep(
     )
 
 
-@_in_full_precision
+@_baseline("gspo")
 def gspo_loss(
     old_log_prob: Tensor,
     log_prob: Tensor,
@@ -130,8 +137,8 @@ def gspo_loss(
     response_mask: Tensor,
     *,
     loss_agg_mode: str = "token-mean",
-    clip_ratio_low: float = 3e-4,
-    clip_ratio_high: float = 4e-4,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
     global_batch_info: dict[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """GSPO: s_i = exp(mean_t log r), token-level s_i,t = sg(s_i) pi / sg(pi), PPO clip on it."""
@@ -150,7 +157,7 @@ def gspo_loss(
     return loss, _metrics(t, response_mask, clipped & (advantages < 0), clipped & (advantages > 0))
 
 
-@_in_full_precision
+@_baseline("gmpo")
 def gmpo_loss(
     old_log_prob: Tensor,
     log_prob: Tensor,
@@ -158,8 +165,8 @@ def gmpo_loss(
     response_mask: Tensor,
     *,
     loss_agg_mode: str = "token-mean",
-    clip_ratio_low: float = 0.4,
-    clip_ratio_high: float = 0.4,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
     global_batch_info: dict[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """GMPO: exp(mean_t sgn(A) min(sgn(A) t, sgn(A) clip(t, -low, high))) x mean_t A, mean over
@@ -178,7 +185,7 @@ def gmpo_loss(
     return loss, _metrics(t, response_mask, clipped & (advantages < 0), clipped & (advantages > 0))
 
 
-@_in_full_precision
+@_baseline("sapo")
 def sapo_loss(
     old_log_prob: Tensor,
     log_prob: Tensor,
@@ -186,8 +193,8 @@ def sapo_loss(
     response_mask: Tensor,
     *,
     loss_agg_mode: str = "token-mean",
-    tau_pos: float = 1.0,
-    tau_neg: float = 1.05,
+    tau_pos: float,
+    tau_neg: float,
     global_batch_info: dict[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """SAPO: loss = -sigmoid(tau (r - 1)) 4/tau A, tau = tau_pos if A > 0 else tau_neg;
@@ -205,7 +212,7 @@ def sapo_loss(
     return loss, _metrics(t, response_mask, None, None)
 
 
-@_in_full_precision
+@_baseline("cispo")
 def cispo_loss(
     old_log_prob: Tensor,
     log_prob: Tensor,
@@ -213,8 +220,8 @@ def cispo_loss(
     response_mask: Tensor,
     *,
     loss_agg_mode: str = "token-mean",
-    clip_ratio_low: float = 10.0,
-    clip_ratio_high: float = 0.2,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
     global_batch_info: dict[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """CISPO: loss = -sg(clip(r, 1 - low, 1 + high)) A log pi (every token keeps a gradient)."""
@@ -228,7 +235,7 @@ def cispo_loss(
     return loss, _metrics(t, response_mask, r < 1 - clip_ratio_low, r > 1 + clip_ratio_high)
 
 
-@_in_full_precision
+@_baseline("clip_cov")
 def clip_cov_loss(
     old_log_prob: Tensor,
     log_prob: Tensor,
@@ -236,11 +243,11 @@ def clip_cov_loss(
     response_mask: Tensor,
     *,
     loss_agg_mode: str = "token-mean",
-    clip_ratio_low: float = 1.0,
-    clip_ratio_high: float = 1.0,
-    clip_cov_ratio: float = 2e-4,
-    clip_cov_lb: float = 1.0,
-    clip_cov_ub: float = 5.0,
+    clip_ratio_low: float,
+    clip_ratio_high: float,
+    clip_cov_ratio: float,
+    clip_cov_lb: float,
+    clip_cov_ub: float,
     generator: torch.Generator | None = None,
     global_batch_info: dict[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, float]]:

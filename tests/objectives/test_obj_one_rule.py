@@ -35,3 +35,30 @@ def test_every_layer_accepts_the_same_bounds(bounds):
     assert tuple(Objective(ratio_bounds=bounds).ratio_bounds) == bounds
     assert _plugin(bounds).ratio_bounds == bounds
     assert "0 <= low < 1 < high" in RATIO_BOUNDS_RULE
+
+
+def test_each_baseline_default_is_written_once_in_DEFAULTS():
+    """The baselines' hyper-parameters live in ``DEFAULTS`` only: no function repeats them as a
+    keyword default, and a call without them uses exactly DEFAULTS (one changed value moves
+    every caller)."""
+    import inspect
+
+    import torch
+
+    from gppo.objectives import baselines as B
+
+    g = torch.Generator().manual_seed(0)
+    old = -torch.rand(2, 5, generator=g, dtype=torch.float64)
+    new = old + 0.1 * torch.randn(2, 5, generator=g, dtype=torch.float64)
+    adv = torch.randn(2, 5, generator=g, dtype=torch.float64)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    for name, params in B.DEFAULTS.items():
+        fn = getattr(B, f"{name}_loss")
+        sig = inspect.signature(inspect.unwrap(fn)).parameters
+        for key in params:
+            assert sig[key].default is inspect.Parameter.empty, (name, key)
+        torch.manual_seed(1)  # Clip-Cov draws its tokens at random
+        plain, _ = fn(old, new, adv, mask)
+        torch.manual_seed(1)
+        explicit, _ = fn(old, new, adv, mask, **params)
+        assert torch.equal(plain, explicit), name
