@@ -9,9 +9,10 @@ schema once, before any cell starts (concurrent first-time migrations would race
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -41,8 +42,15 @@ TRANSIENT_STORE_ERRORS = (
 
 
 def is_transient_store_error(exc: BaseException) -> bool:
+    """A store error that goes away if the call is made again: a lock held by another writer,
+    or another process creating a fresh store's schema at the same moment (MLflow's migrations
+    then say "table ... already exists" or fail on ``alembic_version``: once the other process
+    is done, the schema is there)."""
     text = str(exc).lower()
-    return any(marker in text for marker in TRANSIENT_STORE_ERRORS)
+    schema_race = "alembic_version" in text or (
+        "already exists" in text and ("table " in text or "index " in text)
+    )
+    return schema_race or any(marker in text for marker in TRANSIENT_STORE_ERRORS)
 
 
 def retry_locked(fn: Callable[[], T], *, attempts: int = 30, base_s: float = 0.05) -> T:
@@ -127,6 +135,20 @@ def cell_tags(cell: Cell, *, attempt: int, role: str = M.ROLE_CELL) -> dict[str,
     }
 
 
+@contextlib.contextmanager
+def _schema_lock(uri: str) -> Iterator[None]:
+    """Serialise the opening (and so the schema creation) of a SQLite store across processes."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    from filelock import FileLock
+
+    db = Path(uri.removeprefix("sqlite:///"))
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(db) + ".init.lock"):
+        yield
+
+
 class Tracking:
     """MLflow access for one sweep: ``Tracking(uri).init_store()`` before any cell starts."""
 
@@ -134,7 +156,11 @@ class Tracking:
         from mlflow.tracking import MlflowClient
 
         self.uri = resolve_tracking_uri(uri)
-        self.client = MlflowClient(tracking_uri=self.uri)
+        # MLflow creates a fresh SQL store's schema here, and two processes migrating one SQLite
+        # file at once corrupt each other's migration: ours take turns (a file lock beside the
+        # database); another process doing it at the same moment is waited out (retry_locked)
+        with _schema_lock(self.uri):
+            self.client = retry_locked(lambda: MlflowClient(tracking_uri=self.uri))
 
     def init_store(self) -> None:
         """Create the store's schema now (one process, before cells start)."""

@@ -121,3 +121,35 @@ def test_free_ports_never_repeat_a_port():
     ports = free_ports(300)
     assert len(set(ports)) == len(ports)
     assert all(1024 < p < 65536 for p in ports)
+
+
+@pytest.mark.slow  # starts processes
+def test_processes_opening_a_fresh_store_at_once_all_get_it(tmp_path):
+    """Several processes open one new SQLite store at the same moment (a launcher, a script
+    polling it, the UI): MLflow's schema creation races ("table ... already exists"); every one
+    of them must get a working store, none an error."""
+    import subprocess
+    import sys
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    code = (
+        "import sys, time; from gppo.store.tracking import Tracking; "
+        "t0 = float(sys.argv[2]); time.sleep(max(0.0, t0 - time.time())); "
+        "t = Tracking(sys.argv[1]); t.init_store(); print(t.experiment_id('race'))"
+    )
+    import time
+
+    start = time.time() + 3.0  # every process imports first, then all open the store at once
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, uri, str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(4)
+    ]
+    outs = [p.communicate(timeout=180) for p in procs]
+    for p, (_, err) in zip(procs, outs, strict=True):
+        assert p.returncode == 0, err[-3000:]
+    assert len({out.strip() for out, _ in outs}) == 1  # one experiment, the same id for all

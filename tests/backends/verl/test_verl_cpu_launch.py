@@ -26,9 +26,9 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
+from gppo.store.tracking import Tracking
 
 from .conftest import REPO
 
@@ -67,8 +67,15 @@ def _launch(venv: Path, spec: Path, cache: Path, log: Path) -> subprocess.Popen:
         )  # fmt: skip
 
 
+def _client(uri: str):
+    """A client on the test's store, opened the way the product opens it (``Tracking``: one
+    process at a time creates a fresh store's schema; polling it while the launcher creates it
+    raced MLflow's migrations once)."""
+    return Tracking(uri).client
+
+
 def _cell_runs(uri: str) -> dict[str, object]:
-    client = MlflowClient(uri)
+    client = _client(uri)
     runs = []
     for exp in client.search_experiments():
         runs += client.search_runs([exp.experiment_id], max_results=100)
@@ -78,7 +85,7 @@ def _cell_runs(uri: str) -> dict[str, object]:
 
 
 def _steps(uri: str, run_id: str, key: str) -> list[int]:
-    return sorted(m.step for m in MlflowClient(uri).get_metric_history(run_id, key))
+    return sorted(m.step for m in _client(uri).get_metric_history(run_id, key))
 
 
 def _logged_step(uri: str, cell_id: str) -> int:
@@ -87,7 +94,7 @@ def _logged_step(uri: str, cell_id: str) -> int:
     run = _cell_runs(uri).get(cell_id)
     if run is None:
         return 0
-    history = MlflowClient(uri).get_metric_history(run.info.run_id, "training/global_step")
+    history = _client(uri).get_metric_history(run.info.run_id, "training/global_step")
     return max((m.step for m in history), default=0)
 
 
@@ -164,7 +171,7 @@ def test_launch_trains_verl_cells_through_a_killed_and_a_hung_vllm_engine(
     assert "submitted   tv-mc-s0  attempt 3" in out, out[-5000:]
     assert "submitted   tv-mc-s0  attempt 4" not in out, out[-5000:]
     runs = _assert_finished_with_training(uri, ["tv-mc-s0", "tv-atomic-s0"], 2, steps)
-    history = MlflowClient(uri).get_metric_history(runs["tv-mc-s0"].info.run_id, M.TRAIN_SCORE)
+    history = _client(uri).get_metric_history(runs["tv-mc-s0"].info.run_id, M.TRAIN_SCORE)
     assert len(history) == steps  # three attempts, every step once: each resumed its checkpoint
     # Table 1 of the two runs (the report the testbed gets)
     table = out[out.index("Divergence") :]
@@ -204,7 +211,7 @@ def test_a_killed_launcher_and_head_resume_the_cell_from_verls_checkpoint(
     runs = _assert_finished_with_training(uri, ["tv-mc-s0"], 2, steps)
     # verl's own step metric carries the time each attempt logged it (train/score is copied by
     # the entrypoint, possibly by the next attempt): attempt 1 logged 1..k, the relaunch k+1..
-    raw = MlflowClient(uri).get_metric_history(runs["tv-mc-s0"].info.run_id, "training/global_step")
+    raw = _client(uri).get_metric_history(runs["tv-mc-s0"].info.run_id, "training/global_step")
     before = sorted(m.step for m in raw if m.timestamp / 1000 <= killed_at)
     after = sorted(m.step for m in raw if m.timestamp / 1000 > killed_at)
     assert before and after, (before, after)
