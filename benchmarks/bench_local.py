@@ -106,9 +106,6 @@ def _cprofile(domain: str, method: str, sets: list[str]) -> None:
     cell = Cell(
         id="profile",
         method=method,
-        divergence=None,
-        estimator=None,
-        delta=None,
         seed=0,
         settings=settings,
     )

@@ -32,12 +32,12 @@ class Cell:
     Attributes:
         id: readable, stable id, e.g. ``kl-atomic-s0`` or ``gspo-s1``.
         method: method-registry name: ``gppo`` for grid cells, the baseline's name otherwise.
-        divergence, estimator: the grid coordinates (``None`` for baselines).
-        delta: the radius δ used (calibrated from ``r_min`` unless the spec gave one).
         seed: replicate seed.
         loss_params: keyword arguments for the method's loss (beyond the four tensors), e.g.
             ``{"divergence": "kl", "estimator": "atomic", "delta": 0.223, "ratio_bounds": [0.5, 10],
             "dual_clip": 10.0}`` for a grid cell or ``{"clip_ratio_low": 3e-4, ...}`` for GSPO.
+            A grid cell's coordinates and δ are stored here only; :attr:`divergence`,
+            :attr:`estimator` and :attr:`delta` read them.
         backend: backend name (``local`` | ``verl``).
         settings: the backend's own section after per-cell overrides, as validated by it.
         benchmarks: evaluation benchmarks (empty: the backend's defaults for its domain).
@@ -47,9 +47,6 @@ class Cell:
 
     id: str
     method: str
-    divergence: str | None
-    estimator: str | None
-    delta: float | None
     seed: int
     loss_params: dict[str, Any] = field(default_factory=dict)
     backend: str = "local"
@@ -57,6 +54,22 @@ class Cell:
     benchmarks: tuple[str, ...] = ()
     eval_k: int = 8
     resources: Resources = field(default_factory=Resources)
+
+    @property
+    def divergence(self) -> str | None:
+        """The grid cell's divergence (``None`` for baselines)."""
+        return self.loss_params.get("divergence") if self.method == "gppo" else None
+
+    @property
+    def estimator(self) -> str | None:
+        """The grid cell's estimator (``None`` for baselines)."""
+        return self.loss_params.get("estimator") if self.method == "gppo" else None
+
+    @property
+    def delta(self) -> float | None:
+        """The radius δ (calibrated from ``r_min`` unless the spec gave one; ``None`` for
+        baselines and for a grid cell that leaves it to the loss's default)."""
+        return self.loss_params.get("delta") if self.method == "gppo" else None
 
     def to_dict(self) -> dict[str, Any]:
         # same result as dataclasses.asdict (which deep-copies every value: ~1 ms per cell)
@@ -82,6 +95,8 @@ class Cell:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Cell:
         data = dict(data)
+        for derived in ("divergence", "estimator", "delta"):  # to_dict's copies of loss_params
+            data.pop(derived, None)
         data["benchmarks"] = tuple(data.get("benchmarks", ()))
         res = dict(data.get("resources", {}))
         res["custom"] = tuple(sorted((res.get("custom") or {}).items()))

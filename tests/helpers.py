@@ -28,9 +28,6 @@ def make_cell(
     return Cell(
         id=fields.pop("id", cid),
         method=method,
-        divergence=divergence if grid else None,
-        estimator=estimator if grid else None,
-        delta=delta,
         seed=seed,
         loss_params=params,
         **fields,

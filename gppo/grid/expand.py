@@ -227,9 +227,6 @@ class _Expander:
                     Cell(
                         id=cid,
                         method=base.method,
-                        divergence=base.divergence,
-                        estimator=base.estimator,
-                        delta=delta,
                         seed=seed,
                         loss_params=params,
                         backend=spec.backend,

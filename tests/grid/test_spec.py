@@ -103,6 +103,27 @@ def test_expansion_is_deterministic_and_cells_round_trip():
     assert all(Cell.from_json(c.to_json()) == c for c in a)
 
 
+def test_a_cell_stores_its_coordinates_and_delta_once_and_keeps_its_config_hash():
+    """δ, divergence and estimator live in ``loss_params`` only (read through properties); the
+    serialised cell still names them, so a sweep's existing runs keep their config hashes."""
+    import dataclasses
+
+    from helpers import make_cell
+
+    from gppo.grid import Cell
+
+    assert {"delta", "divergence", "estimator"}.isdisjoint(f.name for f in dataclasses.fields(Cell))
+    cells = {c.id: c for c in expand(spec())}
+    kl = cells["kl-atomic-s0"]
+    assert (kl.divergence, kl.estimator, kl.delta) == ("kl", "atomic", kl.loss_params["delta"])
+    gspo = make_cell(method="gspo", seed=1, loss_params={"clip_ratio_low": 3e-4})
+    assert (gspo.divergence, gspo.estimator, gspo.delta) == (None, None, None)
+    assert Cell.from_json(kl.to_json()) == kl
+    # hashes of these cells before δ moved into loss_params (5a052fc..8f9c221): resume unchanged
+    assert make_cell("kl", "atomic", delta=0.2).config_hash == "364f06f5f2b0"
+    assert gspo.config_hash == "a0137f43e0ac"
+
+
 def test_sweep_id_is_stable_and_a_changed_cell_gets_a_new_hash():
     base = spec(seeds=2)
     changed = spec(seeds=2, overrides={"kl-atomic-s1": {"probe": {"steps": 9}}})

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -178,17 +179,26 @@ def test_a_suspended_launcher_loses_its_lease_and_no_cell_runs_twice(
     wait_for(lambda: len(list(markers.glob("*.times"))) == 1, 180, "A's first cell running")
     a.send_signal(signal.SIGSTOP)
     try:
+        client = MlflowClient(mlflow_server.uri)
+        exp = client.get_experiment_by_name("lease").experiment_id
+        flt = f"tags.`{M.TAG_ROLE}` = '{M.ROLE_SWEEP}'"
+        (parent,) = client.search_runs([exp], flt)
+
+        def lease_stale() -> bool:  # A's last heartbeat older than GPPO_LEASE_STALE_S + 1 s
+            beat = client.get_run(parent.info.run_id).data.tags[HEARTBEAT_TAG].split()[1]
+            return time.time() - float(beat) > 3 + 1
+
+        # B starts only once A's lease is stale: a B that starts earlier is refused (LaunchBusy),
+        # which is right, and is not what this test is about
+        wait_for(lease_stale, 60, "A's lease going stale")
         b = cli(
             ["launch", str(spec), *addr],
             tmp_path,
             {**env_without_ray(), **lease, "GPPO_HOST_ID": "b"},
         )
-        client = MlflowClient(mlflow_server.uri)
 
         def taken_over() -> bool:
             assert b.poll() is None, b.communicate()[0][-3000:]  # B must not give up
-            exp = client.get_experiment_by_name("lease").experiment_id
-            flt = f"tags.`{M.TAG_ROLE}` = '{M.ROLE_SWEEP}'"
             return any(f"{LEASE_PARAM}2" in r.data.params for r in client.search_runs([exp], flt))
 
         wait_for(taken_over, 180, "B taking the lease over")  # once it went stale (3 s)

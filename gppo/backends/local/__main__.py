@@ -55,9 +55,6 @@ def cell_from_flags(args: argparse.Namespace) -> Cell:
     return Cell(
         id=cell_id,
         method=method,
-        divergence=div if method == "gppo" else None,
-        estimator=est if method == "gppo" else None,
-        delta=args.delta,
         seed=args.seed,
         loss_params=loss_params,
         backend="local",

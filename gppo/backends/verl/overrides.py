@@ -74,12 +74,7 @@ def cell_checkpoint_dir(cell: Cell, settings: VerlSettings) -> str:
 def _loss_overrides(cell: Cell) -> dict[str, Any]:
     params = dict(cell.loss_params)
     out: dict[str, Any] = {}
-    if cell.divergence is not None and cell.estimator is not None:
-        # A GPPO grid cell (or an alias): our loss, our config class.
-        params.setdefault("divergence", cell.divergence)
-        params.setdefault("estimator", cell.estimator)
-        if cell.delta is not None:
-            params.setdefault("delta", cell.delta)
+    if cell.method == "gppo":  # a grid cell: our loss, our config class
         out[f"{POLICY_LOSS}._target_"] = GPPO_LOSS_TARGET
         out[f"{POLICY_LOSS}.loss_mode"] = "gppo"
         bounds = params.pop("ratio_bounds", (0.5, 10.0))

@@ -50,16 +50,16 @@ def _ours(cell: Cell, tokens: sy.SyntheticTokens, mode: str, info: dict[str, Any
     lp = tokens.log_prob.clone().requires_grad_(True)
     p = dict(cell.loss_params)
     p.pop("loss_agg_mode", None)
-    if cell.method == "gppo" or (cell.divergence is not None and cell.estimator is not None):
+    if cell.method == "gppo":
         rb = p.get("ratio_bounds", (0.5, 10.0))
         mat, _ = gppo_token_loss(
             tokens.old_log_prob,
             lp,
             tokens.advantages,
             tokens.response_mask,
-            divergence=p.get("divergence", cell.divergence),
-            estimator=p.get("estimator", cell.estimator),
-            delta=p.get("delta", cell.delta),
+            divergence=p["divergence"],
+            estimator=p["estimator"],
+            delta=p.get("delta"),
             r_min=p.get("r_min", 0.8),
             ratio_bounds=None if rb is None else tuple(rb),
             dual_clip=p.get("dual_clip", 10.0),

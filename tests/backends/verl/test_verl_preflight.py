@@ -48,3 +48,24 @@ def test_other_backends_are_refused_in_one_line():
     assert result.exit_code == 2
     assert "backend: check runs the verl loss path" in result.output
     assert "'local' (allowed: verl)" in result.output
+
+
+def test_a_loss_that_disagrees_with_ours_fails_its_line(tmp_path):
+    """A raw verl override that changes the loss behind the spec's back (δ 0.5 in verl's policy
+    loss config, the spec's calibrated δ in gppo.objectives): verl's loss and ours disagree, and
+    the check says so on the cell's own line."""
+    spec = yaml.safe_load((REPO / "configs" / "paper-math.yaml").read_text())
+    spec["grid"] = {"divergences": ["kl"], "estimators": ["mc", "binary"]}
+    spec["baselines"] = []
+    spec["reference"] = "kl/mc"
+    bad = ["actor_rollout_ref.actor.policy_loss.delta=0.5"]
+    spec["overrides"] = {"kl-binary": {"verl": {"extra_overrides": bad}}}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code == 1, result.output
+    assert len(_lines(result.output, "ok    kl-mc-s0")) == 1
+    (fail,) = _lines(result.output, "FAIL")
+    assert fail.startswith("FAIL  kl-binary-s0: loss: verl "), fail
+    assert "!= gppo.objectives" in fail, fail
+    assert "1/2 cells ok" in result.output
