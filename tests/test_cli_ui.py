@@ -4,6 +4,7 @@ message."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -61,6 +62,16 @@ def get(port: int, path: str) -> tuple[int, dict[str, str], bytes]:
         conn.close()
 
 
+def _descendant_cmdlines(pid: int) -> list[str]:
+    import psutil
+
+    out = []
+    for child in psutil.Process(pid).children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            out.append(" ".join(child.cmdline()))
+    return out
+
+
 @pytest.mark.slow
 def test_ui_opens_on_the_sweeps_runs_and_sigterm_leaves_nothing(tmp_path):
     spec = write(tmp_path)
@@ -113,6 +124,8 @@ def test_ui_opens_on_the_sweeps_runs_and_sigterm_leaves_nothing(tmp_path):
         status, _, body = get(port, "/?gppo-sweep")  # MLflow's own page
         assert status == 200 and b"<html" in body.lower() and b"static-files" in body
         assert (tmp_path / "mlflow.db").exists()
+        # MLflow's GenAI job runner is left off (7 huey processes a sweep's UI does not use)
+        assert not [cmd for cmd in _descendant_cmdlines(proc.pid) if "huey" in cmd]
     finally:
         proc.send_signal(signal.SIGTERM)  # the ui process alone, as a user's kill would
         proc.wait(timeout=30)

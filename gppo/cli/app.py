@@ -273,7 +273,7 @@ def ui(
     import os
 
     from gppo.store.uri import is_tracking_server, resolve_tracking_uri
-    from gppo.sweep.ui import ENV_HOME, serve, sweep_urls
+    from gppo.sweep.ui import ENV_HOME, JOB_EXECUTION, serve, sweep_urls
 
     p = _plan(spec)
     uri = resolve_tracking_uri(p.spec.tracking.uri)
@@ -308,7 +308,9 @@ def ui(
     argv = [mlflow, "server", "--backend-store-uri", uri, "--host", host, "--port", str(port)]
     argv += ["--workers", "1", "--app-name", "gppo-sweep"]
     typer.echo(f"starting the MLflow UI for sweep {p.sweep_id} on {base} ...", err=True)
-    env = {**os.environ, ENV_HOME: urls.get("home", "")}
+    # MLflow's job runner (GenAI evaluation jobs: 7 huey processes, ~1.7 GB, ~15 s to stop) is
+    # not what a sweep's UI needs; MLFLOW_SERVER_ENABLE_JOB_EXECUTION=true in the env keeps it
+    env = {JOB_EXECUTION: "false", **os.environ, ENV_HOME: urls.get("home", "")}
     rc = serve(argv, env, helpers, ready_url=f"{base}/health", on_ready=announce)
     raise typer.Exit(rc)
 

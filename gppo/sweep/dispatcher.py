@@ -29,6 +29,8 @@ FINISHED, FAILED, STOPPED = State.DONE, State.FAILED, State.STOPPED
 #: the MLflow run status of each outcome of an attempt
 RUN_STATUS = {FINISHED: "FINISHED", STOPPED: "KILLED", FAILED: "FAILED"}
 LOG_TAIL_LINES = 40
+#: terminal colour codes (Ray colours its ``(Actor pid=...)`` log prefixes): not kept in MLflow
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 #: submission ids a submit tries before giving up (see :meth:`Dispatcher.submit`)
 SUBMIT_TRIES = 3
 
@@ -197,9 +199,9 @@ class Dispatcher:
         return status
 
     def logs(self, sid: str) -> str:
-        """The job's whole log (Jobs API), or ``""``."""
+        """The job's whole log (Jobs API) as plain text, or ``""``."""
         try:
-            return str(self.client.get_job_logs(sid))
+            return _ANSI.sub("", str(self.client.get_job_logs(sid)))
         except Exception:
             return ""
 

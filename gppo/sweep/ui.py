@@ -25,6 +25,8 @@ from gppo import metrics as M
 from gppo.store.tracking import sweep_filter
 
 ENV_HOME = "GPPO_UI_HOME"
+#: MLflow's switch for its server-side job runner (``ui`` turns it off unless the env sets it)
+JOB_EXECUTION = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
 #: seconds the server's process group gets to exit on SIGTERM before SIGKILL (MLflow 3.17's
 #: ``mlflow server`` takes ~15 s on a busy machine to stop its job runner; uvicorn ~1 s)
 GRACE_S = 5.0

@@ -32,6 +32,7 @@ import pytest
 
 from gppo.sweep import ray_http
 from gppo.sweep.cluster import free_port, free_ports
+from gppo.sweep.ui import JOB_EXECUTION
 
 WORKER_RESOURCE = "gppo_worker"
 BIN = Path(sys.executable).parent
@@ -213,6 +214,7 @@ class MlflowServer:
 def _spawn_mlflow(root: Path, pg: Postgres) -> tuple[subprocess.Popen, MlflowServer]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    env[JOB_EXECUTION] = "false"  # MLflow's GenAI job runner: 7 processes no test uses
     proc = _spawn(
         [str(BIN / "mlflow"), "server", "--host", "127.0.0.1", "--port", str(port),
          "--workers", "1", "--backend-store-uri", pg.url("mlflow"),

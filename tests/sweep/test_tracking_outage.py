@@ -31,6 +31,7 @@ from gppo.grid.plan import load_plan
 from gppo.store.health import tracking_unreachable
 from gppo.sweep.cluster import free_port
 from gppo.sweep.launch import Launcher
+from gppo.sweep.ui import JOB_EXECUTION
 
 from .conftest import write_spec
 
@@ -52,9 +53,10 @@ class Server:
             "--backend-store-uri", f"sqlite:///{self.root}/server.db",
             "--default-artifact-root", str(self.root / "artifacts"),
         ]  # fmt: skip
+        env = {**os.environ, JOB_EXECUTION: "false"}  # MLflow's GenAI job runner: not used
         with open(self.root / "server.log", "ab") as log:
             self.proc = subprocess.Popen(
-                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+                cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
             )
         deadline = time.monotonic() + timeout
         while tracking_unreachable(self.uri) is not None:
