@@ -30,6 +30,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(
             "mark these @pytest.mark.slow (they start processes):\n" + "\n".join(bad)
         )
+    # the verl CPU tests run last: their environment (scripts/verl-cpu-env.sh, minutes to build)
+    # can then be built in the background while the rest runs, as .ci/run does
+    needs_env = [item for item in items if "verl_cpu_venv" in getattr(item, "fixturenames", ())]
+    if needs_env:
+        items[:] = [item for item in items if item not in needs_env] + needs_env
 
 
 @pytest.fixture(autouse=True)

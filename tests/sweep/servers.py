@@ -99,12 +99,66 @@ def _node_ports(ports: list[int]) -> list[str]:
     ]  # fmt: skip
 
 
-def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
-    """Start the head, then the worker node once the head answers; wait for both nodes."""
+def _ray_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_RUN_ID")}
     env["RAY_USAGE_STATS_ENABLED"] = "0"
-    # a joining node does not pick a mode by itself (only `ray start --head` does): give both
+    # a joining node does not pick a mode by itself (only `ray start --head` does): give all
     env[ray_http.ENV_AUTH_MODE] = ray_http.head_auth_mode()
+    return env
+
+
+def alive_nodes(address: str) -> list:
+    """The cluster's ALIVE nodes (Ray's state API, with the cluster's auth)."""
+    from ray.util.state import StateApiClient
+    from ray.util.state.common import ListApiOptions, StateResource
+
+    headers = {"Content-Type": "application/json", **ray_http.auth_headers(address)}
+    client = StateApiClient(address=address, headers=headers)
+    return [
+        n for n in client.list(StateResource.NODES, ListApiOptions(), False) if n.state == "ALIVE"
+    ]
+
+
+def start_node(
+    cluster: TwoNodes, root: Path, resources: dict[str, float], num_cpus: int = 1
+) -> tuple[subprocess.Popen, str]:
+    """One more worker node joining ``cluster`` (its own process group, temp dir and ports);
+    returns ``(process, node id)`` once the node is ALIVE. Stop it with :func:`stop_node`."""
+    root.mkdir(parents=True, exist_ok=True)
+    before = {n.node_id for n in alive_nodes(cluster.address)}
+    proc = _spawn(
+        [str(BIN / "ray"), "start", "--block", "--disable-usage-stats",
+         f"--address={cluster.gcs}", f"--num-cpus={num_cpus}", "--num-gpus=0",
+         f"--resources={json.dumps(resources)}", "--node-ip-address=127.0.0.1",
+         f"--temp-dir={root / 't'}", *_node_ports(free_ports(6))],
+        root / "node.log", _ray_env(),
+    )  # fmt: skip
+
+    def new_node() -> set[str]:
+        return {n.node_id for n in alive_nodes(cluster.address)} - before
+
+    try:
+        _wait(new_node, 120, "Ray worker node", root / "node.log")
+    except BaseException:
+        stop_node(proc)
+        raise
+    return proc, new_node().pop()
+
+
+def stop_node(proc: subprocess.Popen, *, kill: bool = False) -> None:
+    """Stop a node of :func:`start_node`; ``kill``: SIGKILL to its whole process group at once
+    (the machine dies: nothing cleans up, the cluster finds out by itself)."""
+    if not kill:
+        _stop_all([proc])
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
+    """Start the head, then the worker node once the head answers; wait for both nodes."""
+    env = _ray_env()
     # every port both nodes are given, picked at once so that none repeats
     gcs, dash, client, *node_ports = free_ports(3 + 12)
     head_ports, worker_ports = node_ports[:6], node_ports[6:12]
@@ -129,18 +183,8 @@ def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
             root / "worker.log", env,
         )  # fmt: skip
         procs.insert(0, worker)
-        from ray.util.state import StateApiClient
-        from ray.util.state.common import ListApiOptions, StateResource
-
-        headers = {"Content-Type": "application/json", **ray_http.auth_headers(address)}
-
-        def nodes():
-            client = StateApiClient(address=address, headers=headers)
-            listed = client.list(StateResource.NODES, ListApiOptions(), False)
-            return [n for n in listed if n.state == "ALIVE"]
-
-        _wait(lambda: len(nodes()) == 2, 120, "Ray worker node", root / "worker.log")
-        by_role = {WORKER_RESOURCE in n.resources_total: n.node_id for n in nodes()}
+        _wait(lambda: len(alive_nodes(address)) == 2, 120, "Ray worker node", root / "worker.log")
+        by_role = {WORKER_RESOURCE in n.resources_total: n.node_id for n in alive_nodes(address)}
         return procs, TwoNodes(address, f"127.0.0.1:{gcs}", by_role[False], by_role[True])
     except BaseException:
         _stop_all(procs)

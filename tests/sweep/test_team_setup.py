@@ -25,7 +25,7 @@ from gppo.sweep.lock import HEARTBEAT_TAG, LEASE_PARAM, RELEASED_TAG
 from gppo.sweep.ray_http import job_client
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
-from .servers import WORKER_RESOURCE
+from .servers import WORKER_RESOURCE, start_node, stop_node
 
 pytestmark = pytest.mark.slow
 
@@ -223,3 +223,48 @@ def test_a_suspended_launcher_loses_its_lease_and_no_cell_runs_twice(
             r for r in runs if r.data.tags[M.TAG_CELL_ID] == cell.id and r.info.status == "FINISHED"
         ]
         assert len(finished) == 1, cell.id
+
+
+def test_a_worker_node_dying_mid_cell_fails_the_attempt_and_the_retry_runs_on_a_live_node(
+    tmp_path, ray_two_nodes
+):
+    """Two more worker nodes join the cluster, each with a resource only the cell asks for. The
+    node running the cell's job is SIGKILLed mid-cell (the machine dies): Ray fails the job, the
+    launcher says so and retries, the retry runs on the surviving node and the cell finishes."""
+    slot = f"gppo_slot_{os.getpid()}"  # no other test's cell asks for it
+    nodes = dict(
+        start_node(ray_two_nodes, tmp_path / f"node{i}", {slot: 1}) for i in (1, 2)
+    )  # {process: node id}
+    try:
+        spec = write_spec(
+            tmp_path,
+            None,
+            name="nodes",
+            grid={"divergences": ["tv"], "estimators": ["mc"]},
+            probe={"steps": 30, "sleep_s": 0.5},
+            ray={"max_concurrent": 1, "resources": {"num_cpus": 0.5, "custom": {slot: 1}}},
+            retries={"max": 2, "backoff_s": 0.5},
+        )
+        proc = cli(["launch", str(spec), "--address", ray_two_nodes.address], tmp_path)
+        markers = tmp_path / "m"
+        wait_for(lambda: list(markers.glob("*.times")), 180, "the cell running")
+        jobs = job_client(ray_two_nodes.address)
+        running = [j for j in jobs.list_jobs() if "nodes-" in (j.submission_id or "")]
+        (first,) = [j for j in running if j.status == "RUNNING"]
+        doomed = next(p for p, node in nodes.items() if node == first.driver_node_id)
+        stop_node(doomed, kill=True)
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, out[-3000:]
+    finally:
+        for node in nodes:
+            stop_node(node)
+    assert "retrying    tv-mc-s0" in out, out[-3000:]  # the launcher says what happened
+    assert len((markers / "tv-mc-s0.attempts").read_text().splitlines()) == 2
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (exp,) = [e for e in client.search_experiments() if e.name == "nodes"]
+    runs = client.search_runs([exp.experiment_id], f"tags.`{M.TAG_ROLE}` = '{M.ROLE_CELL}'")
+    by_status = {r.info.status: r for r in runs}
+    assert sorted(by_status) == ["FAILED", "FINISHED"], [r.info.status for r in runs]
+    retry = jobs.get_job_info(by_status["FINISHED"].data.tags[M.TAG_RAY_JOB_ID])
+    survivor = next(node for p, node in nodes.items() if p is not doomed)
+    assert retry.driver_node_id == survivor != first.driver_node_id

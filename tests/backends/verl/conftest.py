@@ -88,7 +88,8 @@ def tiny_model_dir(tmp_path_factory):
 
 
 #: The verl CPU environment the CPU-mode tests run in (scripts/verl-cpu-env.sh); built on first
-#: use when missing (about 2.5 minutes), so a fresh machine runs these tests like CI does.
+#: use when missing (about 2.5 minutes), so a fresh machine runs these tests like CI does (where
+#: .ci/run starts the build in the background and these tests, ordered last, wait for it).
 VERL_CPU_VENV = Path(os.environ.get("GPPO_VERL_CPU_VENV", REPO / ".venv-verl-cpu"))
 
 
@@ -106,16 +107,15 @@ def _cpu_env_ready(venv: Path) -> bool:
 
 @pytest.fixture(scope="session")
 def verl_cpu_venv() -> Path:
-    """The verl CPU environment's directory (built or refreshed here when needed)."""
-    from filelock import FileLock
-
-    with FileLock(str(VERL_CPU_VENV) + ".lock"):
-        if not _cpu_env_ready(VERL_CPU_VENV):
-            env = dict(os.environ, VENV=str(VERL_CPU_VENV))
-            proc = subprocess.run(
-                ["bash", str(REPO / "scripts" / "verl-cpu-env.sh")],
-                env=env, capture_output=True, text=True, timeout=1500,
-            )  # fmt: skip
-            assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-            assert _cpu_env_ready(VERL_CPU_VENV), "scripts/verl-cpu-env.sh left no working env"
+    """The verl CPU environment's directory, built here when needed: the script takes the
+    environment's lock, so a build already under way (started by .ci/run) is waited for, not
+    repeated, and a ready environment is left as it is."""
+    if not _cpu_env_ready(VERL_CPU_VENV):
+        env = dict(os.environ, VENV=str(VERL_CPU_VENV))
+        proc = subprocess.run(
+            ["bash", str(REPO / "scripts" / "verl-cpu-env.sh")],
+            env=env, capture_output=True, text=True, timeout=1500,
+        )  # fmt: skip
+        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+        assert _cpu_env_ready(VERL_CPU_VENV), "scripts/verl-cpu-env.sh left no working env"
     return VERL_CPU_VENV

@@ -1,14 +1,9 @@
 """verl's whole trainer under ``gppo-sweep launch``, on this CPU: ``configs/verl-cpu-smoke.yaml``
-run from the verl CPU environment (vLLM's CPU build), with the faults a cluster produces.
-
-1. Two cells train through verl's ``main_ppo`` and vLLM. The first one's vLLM engine is killed
-   after a checkpoint (verl fails the attempt), then the retry's engine hangs (SIGSTOP: verl
-   waits forever, so stall detection stops the attempt); each retry resumes from verl's
-   checkpoint, and both cells finish with their evaluations, non-zero gradients, every training
-   step once and a row in Table 1.
-2. The launcher and its Ray head are killed with SIGKILL after a checkpoint (a crashed laptop or
-   login node); a relaunch resumes the cell from that checkpoint, and the run holds every
-   training step once.
+run from the verl CPU environment (vLLM's CPU build), with the faults a cluster produces, in one
+sweep (each verl attempt costs about 80 s of start-up on 2 cores): a killed vLLM engine, a hung
+one (stall detection), and the launcher with its Ray head SIGKILLed mid-cell; each retry or
+relaunch resumes from verl's checkpoint, and every training step is in the run once. Then
+``gppo-sweep check --train-step``: one real ``main_ppo`` step per cell.
 
 Nothing is mocked: real Ray heads, real verl and vLLM processes, a SQLite MLflow store.
 """
@@ -131,67 +126,52 @@ def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_ste
 
 
 @pytest.mark.timeout(2400)
-def test_launch_trains_verl_cells_through_a_killed_and_a_hung_vllm_engine(
+def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
-    steps = 20  # a tiny step takes about 0.7 s: room for two faults before the end
+    """One sweep, every fault in turn on tv-mc (one verl trainer at a time on 2 cores; tv-atomic
+    takes the free slot while tv-mc waits for its first retry, and trains undisturbed):
+
+    1. tv-mc's vLLM engine is killed (SIGKILL) after a logged, so checkpointed, step: verl fails
+       the attempt, or hangs on it until stall detection stops it; the retry resumes;
+    2. the retry's engine hangs (SIGSTOP) after a step of its own: verl waits forever, stall
+       detection stops the attempt, and the next attempt resumes;
+    3. once that attempt has logged a step of its own, the launcher and its Ray head are
+       SIGKILLed (a crashed laptop or login node); a relaunch resumes tv-mc from verl's
+       checkpoint in the same run and finishes the sweep.
+
+    Both cells finish with their evaluations, non-zero gradients and every training step once,
+    and the relaunch prints Table 1 of both."""
+    steps = 20  # a tiny step takes about 0.7 s: room for the faults before the end
     spec = _spec(
         tmp_path,
         verl={"total_steps": steps, "eval_every": steps, "save_every": 1},
-        retries={"max": 3, "backoff_s": 1.0, "stall_timeout_s": 60, "first_step_timeout_s": 900},
+        retries={"max": 4, "backoff_s": 1.0, "stall_timeout_s": 60, "first_step_timeout_s": 900},
     )
     uri, log = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "launch.log"
+
+    def a_new_step(since: int) -> None:
+        _wait(lambda: _logged_step(uri, "tv-mc-s0") > since, 900, "a new step", log, every=0.2)
+
     launcher = _launch(verl_cpu_venv, spec, smoke_cache, log)
+    relaunch: subprocess.Popen | None = None
     hung: list[psutil.Process] = []
     try:
-        # 1. the engine dies (SIGKILL) after a logged (so checkpointed) step: verl fails the
-        # attempt, or hangs on it until stall detection stops it
-        _wait(lambda: _logged_step(uri, "tv-mc-s0") >= 1, 900, "a step", log, every=0.2)
+        # 1. the engine dies after a logged step
+        a_new_step(0)
         (engine,) = _vllm_engines()  # max_concurrent 1: the running cell's engine
         engine.kill()
         _wait(lambda: "submitted   tv-mc-s0  attempt 2" in log.read_text(), 600, "a retry", log)
-        resumed_from = _logged_step(uri, "tv-mc-s0")
-        # 2. the retry's engine hangs (SIGSTOP) after a step of its own: verl waits forever
-        _wait(lambda: _logged_step(uri, "tv-mc-s0") > resumed_from, 900, "a step", log, 0.2)
+        # 2. the retry's engine hangs after a step of its own
+        a_new_step(_logged_step(uri, "tv-mc-s0"))
         hung = [p for p in _vllm_engines() if p.pid != engine.pid]
         assert len(hung) == 1, hung
         hung[0].suspend()
         _wait(lambda: "tv-mc-s0 attempt 2 stalled" in log.read_text(), 600, "the stall", log)
         hung[0].kill()  # a stopped process cannot act on its parent's death
-        assert launcher.wait(timeout=1800) == 0, log.read_text()[-5000:]
-    finally:
-        for proc in hung:
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.kill()
-        if launcher.poll() is None:
-            os.killpg(launcher.pid, signal.SIGKILL)
-    out = log.read_text()
-    assert "tv-mc-s0 attempt 2 stalled: no new training step for" in out, out[-5000:]
-    assert "(retries.stall_timeout_s = 60)" in out, out[-5000:]  # since its own step, not start-up
-    assert "submitted   tv-mc-s0  attempt 3" in out, out[-5000:]
-    assert "submitted   tv-mc-s0  attempt 4" not in out, out[-5000:]
-    runs = _assert_finished_with_training(uri, ["tv-mc-s0", "tv-atomic-s0"], 2, steps)
-    history = _client(uri).get_metric_history(runs["tv-mc-s0"].info.run_id, M.TRAIN_SCORE)
-    assert len(history) == steps  # three attempts, every step once: each resumed its checkpoint
-    # Table 1 of the two runs (the report the testbed gets)
-    table = out[out.index("Divergence") :]
-    assert "MC (GRPO)" in table and "Atomic" in table and "smoke" in table, table
-
-
-@pytest.mark.timeout(1800)
-def test_a_killed_launcher_and_head_resume_the_cell_from_verls_checkpoint(
-    verl_cpu_venv, smoke_cache, tmp_path
-):
-    steps = 10
-    spec = _spec(
-        tmp_path,
-        verl={"total_steps": steps, "eval_every": steps, "save_every": 1},
-        grid={"divergences": ["tv"], "estimators": ["mc"]},
-    )
-    uri, log = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "launch.log"
-    launcher = _launch(verl_cpu_venv, spec, smoke_cache, log)
-    try:
-        _wait(lambda: _logged_step(uri, "tv-mc-s0") >= 1, 900, "a step", log, every=0.2)
+        # 3. launcher and head killed once the third attempt has logged a step of its own
+        _wait(lambda: "running     tv-mc-s0  attempt 3" in log.read_text(), 600, "attempt 3", log)
+        a_new_step(_logged_step(uri, "tv-mc-s0"))
         (cluster,) = tmp_path.glob(".gppo/*/cluster.json")
         head = psutil.Process(json.loads(cluster.read_text())["pid"])  # `ray start --head --block`
         doomed = [psutil.Process(launcher.pid), head, *head.children(recursive=True)]
@@ -200,22 +180,32 @@ def test_a_killed_launcher_and_head_resume_the_cell_from_verls_checkpoint(
                 proc.kill()
         killed_at = time.time()
         launcher.wait(timeout=60)
-        assert _cell_runs(uri)["tv-mc-s0"].info.status == "RUNNING"  # left as a crash leaves it
+        assert _cell_runs(uri)["tv-mc-s0"].info.status == "RUNNING"  # as a crash leaves it
         time.sleep(3)
         relaunch = _launch(verl_cpu_venv, spec, smoke_cache, log)
         assert relaunch.wait(timeout=1200) == 0, log.read_text()[-5000:]
     finally:
-        for proc in (launcher, locals().get("relaunch")):
-            if proc is not None and proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-    runs = _assert_finished_with_training(uri, ["tv-mc-s0"], 2, steps)
+        for proc in hung:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+        for launched in (launcher, relaunch):
+            if launched is not None and launched.poll() is None:
+                os.killpg(launched.pid, signal.SIGKILL)
+    out = log.read_text()
+    assert "tv-mc-s0 attempt 2 stalled: no new training step for" in out, out[-5000:]
+    assert "(retries.stall_timeout_s = 60)" in out, out[-5000:]  # since its own step, not start-up
+    assert "\x1b[" not in out  # failure reasons without the terminal colours of Ray's log lines
+    runs = _assert_finished_with_training(uri, ["tv-mc-s0", "tv-atomic-s0"], 2, steps)
     # verl's own step metric carries the time each attempt logged it (train/score is copied by
-    # the entrypoint, possibly by the next attempt): attempt 1 logged 1..k, the relaunch k+1..
+    # the entrypoint, possibly by the next attempt): attempts 1-3 logged 1..k, the relaunch k+1..
     raw = _client(uri).get_metric_history(runs["tv-mc-s0"].info.run_id, "training/global_step")
     before = sorted(m.step for m in raw if m.timestamp / 1000 <= killed_at)
     after = sorted(m.step for m in raw if m.timestamp / 1000 > killed_at)
     assert before and after, (before, after)
     assert before + after == list(range(1, steps + 1)), (before, after)  # resumed, each once
+    # Table 1 of the two runs (the report the testbed gets), printed by the relaunch
+    table = out[out.rindex("Divergence") :]
+    assert "MC (GRPO)" in table and "Atomic" in table and "smoke" in table, table
 
 
 @pytest.mark.timeout(1500)
