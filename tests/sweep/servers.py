@@ -119,41 +119,52 @@ def alive_nodes(address: str) -> list:
     ]
 
 
+@dataclass(frozen=True)
+class Node:
+    """A worker node started by :func:`start_node`."""
+
+    proc: subprocess.Popen
+    node_id: str
+    temp_dir: Path
+
+
 def start_node(
-    cluster: TwoNodes, root: Path, resources: dict[str, float], num_cpus: int = 1
-) -> tuple[subprocess.Popen, str]:
-    """One more worker node joining ``cluster`` (its own process group, temp dir and ports);
-    returns ``(process, node id)`` once the node is ALIVE. Stop it with :func:`stop_node`."""
-    root.mkdir(parents=True, exist_ok=True)
+    cluster: TwoNodes, log: Path, resources: dict[str, float], num_cpus: int = 1
+) -> Node:
+    """One more worker node joining ``cluster`` (its own process group, temp dir and ports),
+    returned once it is ALIVE. Stop it with :func:`stop_node`."""
+    temp = Path(tempfile.mkdtemp(prefix="gppo-node-"))  # unix socket paths: at most 107 bytes
     before = {n.node_id for n in alive_nodes(cluster.address)}
     proc = _spawn(
         [str(BIN / "ray"), "start", "--block", "--disable-usage-stats",
          f"--address={cluster.gcs}", f"--num-cpus={num_cpus}", "--num-gpus=0",
          f"--resources={json.dumps(resources)}", "--node-ip-address=127.0.0.1",
-         f"--temp-dir={root / 't'}", *_node_ports(free_ports(6))],
-        root / "node.log", _ray_env(),
+         f"--temp-dir={temp}", *_node_ports(free_ports(6))],
+        log, _ray_env(),
     )  # fmt: skip
 
     def new_node() -> set[str]:
         return {n.node_id for n in alive_nodes(cluster.address)} - before
 
     try:
-        _wait(new_node, 120, "Ray worker node", root / "node.log")
+        _wait(new_node, 120, "Ray worker node", log)
     except BaseException:
-        stop_node(proc)
+        _stop_all([proc])
+        shutil.rmtree(temp, ignore_errors=True)
         raise
-    return proc, new_node().pop()
+    return Node(proc, new_node().pop(), temp)
 
 
-def stop_node(proc: subprocess.Popen, *, kill: bool = False) -> None:
+def stop_node(node: Node, *, kill: bool = False) -> None:
     """Stop a node of :func:`start_node`; ``kill``: SIGKILL to its whole process group at once
     (the machine dies: nothing cleans up, the cluster finds out by itself)."""
-    if not kill:
-        _stop_all([proc])
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=30)
+    if kill:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(node.proc.pid, signal.SIGKILL)
+        node.proc.wait(timeout=30)
+    else:
+        _stop_all([node.proc])
+        shutil.rmtree(node.temp_dir, ignore_errors=True)
 
 
 def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:

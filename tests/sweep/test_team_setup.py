@@ -232,9 +232,7 @@ def test_a_worker_node_dying_mid_cell_fails_the_attempt_and_the_retry_runs_on_a_
     node running the cell's job is SIGKILLed mid-cell (the machine dies): Ray fails the job, the
     launcher says so and retries, the retry runs on the surviving node and the cell finishes."""
     slot = f"gppo_slot_{os.getpid()}"  # no other test's cell asks for it
-    nodes = dict(
-        start_node(ray_two_nodes, tmp_path / f"node{i}", {slot: 1}) for i in (1, 2)
-    )  # {process: node id}
+    nodes = [start_node(ray_two_nodes, tmp_path / f"node{i}.log", {slot: 1}) for i in (1, 2)]
     try:
         spec = write_spec(
             tmp_path,
@@ -251,7 +249,7 @@ def test_a_worker_node_dying_mid_cell_fails_the_attempt_and_the_retry_runs_on_a_
         jobs = job_client(ray_two_nodes.address)
         running = [j for j in jobs.list_jobs() if "nodes-" in (j.submission_id or "")]
         (first,) = [j for j in running if j.status == "RUNNING"]
-        doomed = next(p for p, node in nodes.items() if node == first.driver_node_id)
+        (doomed,) = [node for node in nodes if node.node_id == first.driver_node_id]
         stop_node(doomed, kill=True)
         out, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, out[-3000:]
@@ -266,5 +264,5 @@ def test_a_worker_node_dying_mid_cell_fails_the_attempt_and_the_retry_runs_on_a_
     by_status = {r.info.status: r for r in runs}
     assert sorted(by_status) == ["FAILED", "FINISHED"], [r.info.status for r in runs]
     retry = jobs.get_job_info(by_status["FINISHED"].data.tags[M.TAG_RAY_JOB_ID])
-    survivor = next(node for p, node in nodes.items() if p is not doomed)
-    assert retry.driver_node_id == survivor != first.driver_node_id
+    (survivor,) = [node for node in nodes if node is not doomed]
+    assert retry.driver_node_id == survivor.node_id != first.driver_node_id
