@@ -26,21 +26,27 @@ def test_paper_math_passes_every_cell(math_actors):  # math_actors: the composit
     assert "17/17 cells ok" in result.output
 
 
-def test_a_failing_cell_fails_its_line_and_the_exit_code(tmp_path):
+def _check_kl_binary_with(tmp_path, raw_override: str) -> str:
+    """``check`` on kl/mc and kl/binary, kl/binary given one raw verl override: exit 1, kl/mc
+    ok, and kl/binary's one FAIL line (returned)."""
     spec = yaml.safe_load((REPO / "configs" / "paper-math.yaml").read_text())
     spec["grid"] = {"divergences": ["kl"], "estimators": ["mc", "binary"]}
     spec["baselines"] = []
     spec["reference"] = "kl/mc"
-    bad = ["actor_rollout_ref.actor.loss_agg_mode=bogus"]
-    spec["overrides"] = {"kl-binary": {"verl": {"extra_overrides": bad}}}
+    spec["overrides"] = {"kl-binary": {"verl": {"extra_overrides": [raw_override]}}}
     path = tmp_path / "spec.yaml"
     path.write_text(yaml.safe_dump(spec))
     result = CliRunner().invoke(app, ["check", str(path)])
     assert result.exit_code == 1, result.output
     assert len(_lines(result.output, "ok    kl-mc-s0")) == 1
-    (fail,) = _lines(result.output, "FAIL")
-    assert fail.startswith("FAIL  kl-binary-s0: config:") and "bogus" in fail
     assert "1/2 cells ok" in result.output
+    (fail,) = _lines(result.output, "FAIL")
+    return fail
+
+
+def test_a_failing_cell_fails_its_line_and_the_exit_code(tmp_path):
+    fail = _check_kl_binary_with(tmp_path, "actor_rollout_ref.actor.loss_agg_mode=bogus")
+    assert fail.startswith("FAIL  kl-binary-s0: config:") and "bogus" in fail
 
 
 def test_other_backends_are_refused_in_one_line():
@@ -54,18 +60,6 @@ def test_a_loss_that_disagrees_with_ours_fails_its_line(tmp_path):
     """A raw verl override that changes the loss behind the spec's back (δ 0.5 in verl's policy
     loss config, the spec's calibrated δ in gppo.objectives): verl's loss and ours disagree, and
     the check says so on the cell's own line."""
-    spec = yaml.safe_load((REPO / "configs" / "paper-math.yaml").read_text())
-    spec["grid"] = {"divergences": ["kl"], "estimators": ["mc", "binary"]}
-    spec["baselines"] = []
-    spec["reference"] = "kl/mc"
-    bad = ["actor_rollout_ref.actor.policy_loss.delta=0.5"]
-    spec["overrides"] = {"kl-binary": {"verl": {"extra_overrides": bad}}}
-    path = tmp_path / "spec.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    result = CliRunner().invoke(app, ["check", str(path)])
-    assert result.exit_code == 1, result.output
-    assert len(_lines(result.output, "ok    kl-mc-s0")) == 1
-    (fail,) = _lines(result.output, "FAIL")
+    fail = _check_kl_binary_with(tmp_path, "actor_rollout_ref.actor.policy_loss.delta=0.5")
     assert fail.startswith("FAIL  kl-binary-s0: loss: verl "), fail
     assert "!= gppo.objectives" in fail, fail
-    assert "1/2 cells ok" in result.output
