@@ -102,7 +102,7 @@ def test_rollout_is_weights_and_other_cell_settings(all_paper_cells):
     base = next(c for c in all_paper_cells["paper-math"] if c.id == "kl-binary-s0")
     params = {**base.loss_params, "ratio_bounds": None, "dual_clip": None, "delta": 0.1}
     params["loss_agg_mode"] = "seq-mean-token-sum-norm"
-    cell = replace(base, loss_params=params, delta=0.1)
+    cell = replace(base, loss_params=params)
     actor = validate(compose(cell_overrides(cell, VerlSettings.model_validate(cell.settings))))[
         "actor"
     ]
