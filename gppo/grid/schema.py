@@ -48,6 +48,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gppo.grid import registries
+from gppo.objectives import defaults
 from gppo.objectives.aggregation import AGG_MODES
 from gppo.objectives.checks import check_ratio_bounds
 from gppo.objectives.divergences import paper_divergences
@@ -108,8 +109,8 @@ class GridAxes(_Strict):
 
 
 class Objective(_Strict):
-    ratio_bounds: tuple[float, float] | None = (0.5, 10.0)
-    dual_clip: float | None = Field(10.0, gt=1.0)
+    ratio_bounds: tuple[float, float] | None = defaults.RATIO_BOUNDS
+    dual_clip: float | None = Field(defaults.DUAL_CLIP, gt=1.0)
     loss_agg_mode: Literal[LOSS_AGG_MODES] = "token-mean"  # type: ignore[valid-type]
 
     @field_validator("ratio_bounds")
@@ -119,7 +120,7 @@ class Objective(_Strict):
 
 
 class Calibration(_Strict):
-    r_min: float = Field(0.8, gt=0.0, lt=1.0)
+    r_min: float = Field(defaults.R_MIN, gt=0.0, lt=1.0)
     #: explicit δ keyed by divergence (``kl``) or cell id (``kl-atomic`` / ``kl-atomic-s0``).
     delta: dict[str, float] = Field(default_factory=dict)
 

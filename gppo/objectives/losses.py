@@ -37,6 +37,7 @@ import torch
 
 from .aggregation import agg_loss, check_agg_mode
 from .checks import check_dual_clip, check_ratio_bounds, check_same_shape
+from .defaults import DUAL_CLIP, R_MIN, RATIO_BOUNDS
 from .divergences import get_divergence
 from .estimators import get_estimator
 from .regions import (
@@ -301,9 +302,9 @@ def gppo_token_loss(
     divergence: str,
     estimator: str,
     delta: float | None = None,
-    r_min: float = 0.8,
-    ratio_bounds: tuple[float, float] | None = (0.5, 10.0),
-    dual_clip: float | None = 10.0,
+    r_min: float = R_MIN,
+    ratio_bounds: tuple[float, float] | None = RATIO_BOUNDS,
+    dual_clip: float | None = DUAL_CLIP,
 ) -> tuple[Tensor, dict[str, float]]:
     """The per-token GPPO loss matrix (B, T) before aggregation, and the diagnostics.
 
@@ -341,9 +342,9 @@ def gppo_policy_loss(
     divergence: str,
     estimator: str,
     delta: float | None = None,
-    r_min: float = 0.8,
-    ratio_bounds: tuple[float, float] | None = (0.5, 10.0),
-    dual_clip: float | None = 10.0,
+    r_min: float = R_MIN,
+    ratio_bounds: tuple[float, float] | None = RATIO_BOUNDS,
+    dual_clip: float | None = DUAL_CLIP,
     loss_agg_mode: str = "token-mean",
     global_batch_info: dict[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, float]]:

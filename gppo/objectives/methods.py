@@ -27,7 +27,7 @@ import torch
 
 from gppo.registry import Registry
 
-from . import baselines
+from . import baselines, defaults
 from .divergences import get_divergence
 from .estimators import get_estimator
 from .losses import gppo_policy_loss
@@ -37,9 +37,9 @@ LossFn = Callable[..., tuple[Tensor, dict[str, float]]]
 
 _GPPO_DEFAULTS: dict[str, Any] = {
     "delta": None,  # None: calibrated, delta = |f(r_min)|
-    "r_min": 0.8,
-    "ratio_bounds": (0.5, 10.0),
-    "dual_clip": 10.0,
+    "r_min": defaults.R_MIN,
+    "ratio_bounds": defaults.RATIO_BOUNDS,
+    "dual_clip": defaults.DUAL_CLIP,
 }
 
 
@@ -185,7 +185,9 @@ register_method(
     Method(
         "dppo",
         _cell("tv", "binary"),
-        MappingProxyType({"tau": 0.1, "ratio_bounds": (0.5, 10.0), "dual_clip": 10.0}),
+        MappingProxyType(
+            {"tau": 0.1, "ratio_bounds": defaults.RATIO_BOUNDS, "dual_clip": defaults.DUAL_CLIP}
+        ),
         divergence="tv",
         estimator="binary",
         translate=_dppo_translate,

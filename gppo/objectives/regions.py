@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from .defaults import R_MIN
 from .divergences import get_divergence
 from .estimators import get_estimator
 from .solver import solve_abs, solve_side
@@ -70,7 +71,7 @@ def check_r_min(r_min: object) -> float:
     return r
 
 
-def calibrate_delta(divergence: str, r_min: float = 0.8) -> float:
+def calibrate_delta(divergence: str, r_min: float = R_MIN) -> float:
     """delta = |f(r_min)| (the paper's §4.1, docs/conventions.md "Calibration"); every estimator of a
     divergence reuses it.
 

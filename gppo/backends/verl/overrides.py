@@ -26,6 +26,7 @@ from typing import Any
 from gppo.backends.verl.settings import VerlSettings
 from gppo.cell import Cell
 from gppo.errors import BackendError
+from gppo.objectives import defaults
 
 ACTOR = "actor_rollout_ref.actor"
 POLICY_LOSS = f"{ACTOR}.policy_loss"
@@ -77,7 +78,7 @@ def _loss_overrides(cell: Cell) -> dict[str, Any]:
     if cell.method == "gppo":  # a grid cell: our loss, our config class
         out[f"{POLICY_LOSS}._target_"] = GPPO_LOSS_TARGET
         out[f"{POLICY_LOSS}.loss_mode"] = "gppo"
-        bounds = params.pop("ratio_bounds", (0.5, 10.0))
+        bounds = params.pop("ratio_bounds", defaults.RATIO_BOUNDS)
         low, high = (None, None) if bounds is None else (float(bounds[0]), float(bounds[1]))
         if "loss_agg_mode" in params:
             out[f"{ACTOR}.loss_agg_mode"] = params.pop("loss_agg_mode")

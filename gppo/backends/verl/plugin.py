@@ -30,6 +30,8 @@ import torch  # noqa: E402
 from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss  # noqa: E402
 from verl.workers.config import PolicyLossConfig  # noqa: E402
 
+from gppo.objectives import defaults  # noqa: E402
+
 __all__ = ["GPPOPolicyLossConfig", "compute_policy_loss_gppo"]
 
 LOSS_MODE = "gppo"
@@ -54,10 +56,10 @@ class GPPOPolicyLossConfig(PolicyLossConfig):
     divergence: str = "tv"
     estimator: str = "mc"
     delta: float | None = None
-    r_min: float = 0.8
-    ratio_bound_low: float | None = 0.5
-    ratio_bound_high: float | None = 10.0
-    dual_clip: float | None = 10.0
+    r_min: float = defaults.R_MIN
+    ratio_bound_low: float | None = defaults.RATIO_BOUNDS[0]
+    ratio_bound_high: float | None = defaults.RATIO_BOUNDS[1]
+    dual_clip: float | None = defaults.DUAL_CLIP
 
     def __post_init__(self) -> None:
         from gppo.errors import UnknownNameError

@@ -44,14 +44,14 @@ class _Fail(Exception):
 
 def _ours(cell: Cell, tokens: sy.SyntheticTokens, mode: str, info: dict[str, Any]):
     """gppo.objectives on the padded tokens: (loss, grad w.r.t. log_prob)."""
-    from gppo.objectives import agg_loss, gppo_token_loss
+    from gppo.objectives import agg_loss, defaults, gppo_token_loss
     from gppo.objectives.methods import get_method
 
     lp = tokens.log_prob.clone().requires_grad_(True)
     p = dict(cell.loss_params)
     p.pop("loss_agg_mode", None)
     if cell.method == "gppo":
-        rb = p.get("ratio_bounds", (0.5, 10.0))
+        rb = p.get("ratio_bounds", defaults.RATIO_BOUNDS)
         mat, _ = gppo_token_loss(
             tokens.old_log_prob,
             lp,
@@ -60,9 +60,9 @@ def _ours(cell: Cell, tokens: sy.SyntheticTokens, mode: str, info: dict[str, Any
             divergence=p["divergence"],
             estimator=p["estimator"],
             delta=p.get("delta"),
-            r_min=p.get("r_min", 0.8),
+            r_min=p.get("r_min", defaults.R_MIN),
             ratio_bounds=None if rb is None else tuple(rb),
-            dual_clip=p.get("dual_clip", 10.0),
+            dual_clip=p.get("dual_clip", defaults.DUAL_CLIP),
         )
         if tokens.rollout_is_weights is not None:
             mat = mat * tokens.rollout_is_weights

@@ -1,0 +1,16 @@
+"""The paper's defaults for a GPPO cell, in one place: the loss functions, the method registry,
+the grid spec (``objective``, ``calibration``) and the verl plugin's config all read them.
+
+* ``R_MIN``: δ is calibrated as |f(r_min)| (docs/conventions.md "Calibration");
+* ``RATIO_BOUNDS``: every per-token region intersected with [0.5, 10];
+* ``DUAL_CLIP``: a negative-advantage token's loss capped at -c A (verl's ``clip_ratio_c``).
+
+(The last two are our reading of the paper's "dual clipping ... with lower and upper bounds of 0.5
+and 10": README, "A reading of an ambiguous sentence".)
+"""
+
+from __future__ import annotations
+
+R_MIN: float = 0.8
+RATIO_BOUNDS: tuple[float, float] = (0.5, 10.0)
+DUAL_CLIP: float = 10.0
