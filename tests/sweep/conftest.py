@@ -94,3 +94,28 @@ def wait_for(cond, timeout: float, what: str):
             return got
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def relaunch_finishes_each_cell_once(spec: Path, plan, store_uri: str, cwd: Path) -> None:
+    """``launch`` the spec again in a CLI process: exit 0, no run left RUNNING in the store, and
+    every cell of ``plan`` FINISHED exactly once."""
+    import subprocess
+
+    from mlflow.tracking import MlflowClient
+
+    from gppo import metrics as M
+
+    relaunch = subprocess.run(
+        [*launcher_cmd(), "launch", str(spec)], capture_output=True, text=True,
+        env=env_without_ray(), cwd=cwd, timeout=300,
+    )  # fmt: skip
+    assert relaunch.returncode == 0, relaunch.stdout[-3000:] + relaunch.stderr[-3000:]
+    client = MlflowClient(store_uri)
+    exp = client.get_experiment_by_name(plan.spec.experiment).experiment_id
+    runs = [r for r in client.search_runs([exp]) if r.data.tags.get(M.TAG_ROLE) == M.ROLE_CELL]
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+    for cell in plan.cells:
+        finished = [
+            r for r in runs if r.data.tags[M.TAG_CELL_ID] == cell.id and r.info.status == "FINISHED"
+        ]
+        assert len(finished) == 1, cell.id  # finished exactly once

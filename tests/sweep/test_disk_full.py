@@ -10,12 +10,16 @@ import uuid
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
 
-from gppo import metrics as M
 from gppo.grid import load_plan
 
-from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
+from .conftest import (
+    env_without_ray,
+    launcher_cmd,
+    relaunch_finishes_each_cell_once,
+    wait_for,
+    write_spec,
+)
 
 pytestmark = pytest.mark.slow  # Ray jobs and a launcher process
 
@@ -86,18 +90,5 @@ def test_a_full_disk_ends_the_launch_in_one_line_and_a_relaunch_resumes(
     assert sum("the tracking store's disk is full" in ln for ln in lines) == 1
 
     os.unlink(filler)  # room again
-    relaunch = subprocess.run(
-        [*launcher_cmd(), "launch", str(spec)], capture_output=True, text=True,
-        env=env_without_ray(), cwd=tmp_path, timeout=300,
-    )  # fmt: skip
-    assert relaunch.returncode == 0, relaunch.stdout[-3000:] + relaunch.stderr[-3000:]
-    client = MlflowClient(f"sqlite:///{small_disk}/mlflow.db")
-    exp = client.get_experiment_by_name(plan.spec.experiment).experiment_id
-    runs = [r for r in client.search_runs([exp]) if r.data.tags.get(M.TAG_ROLE) == M.ROLE_CELL]
-    assert not [r for r in runs if r.info.status == "RUNNING"]
-    for cell in plan.cells:
-        done = [
-            r for r in runs if r.data.tags[M.TAG_CELL_ID] == cell.id and r.info.status == "FINISHED"
-        ]
-        assert len(done) == 1, cell.id
+    relaunch_finishes_each_cell_once(spec, plan, f"sqlite:///{small_disk}/mlflow.db", tmp_path)
     shutil.rmtree(tmp_path / "m", ignore_errors=True)

@@ -19,7 +19,13 @@ from gppo.sweep.cluster import read_cluster, start_local_head, stop_local_head
 from gppo.sweep.launch import Launcher
 from gppo.sweep.owner import pid_alive
 
-from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
+from .conftest import (
+    env_without_ray,
+    launcher_cmd,
+    relaunch_finishes_each_cell_once,
+    wait_for,
+    write_spec,
+)
 
 pytestmark = pytest.mark.slow  # every test here starts Ray or a launcher
 
@@ -156,18 +162,5 @@ def test_the_local_head_dying_mid_sweep_ends_the_launch_and_a_relaunch_finishes(
         "every unfinished cell"
     ), err.read_text()[-2000:]
 
-    relaunch = subprocess.run(
-        [*launcher_cmd(), "launch", str(spec)], capture_output=True, text=True,
-        env=env_without_ray(), cwd=tmp_path, timeout=300,
-    )  # fmt: skip
-    assert relaunch.returncode == 0, relaunch.stdout[-3000:] + relaunch.stderr[-3000:]
-    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-    exp = client.get_experiment_by_name(plan.spec.experiment).experiment_id
-    runs = [r for r in client.search_runs([exp]) if r.data.tags.get(M.TAG_ROLE) == M.ROLE_CELL]
-    assert not [r for r in runs if r.info.status == "RUNNING"]
-    for cell in plan.cells:
-        finished = [
-            r for r in runs if r.data.tags[M.TAG_CELL_ID] == cell.id and r.info.status == "FINISHED"
-        ]
-        assert len(finished) == 1, cell.id  # finished exactly once
+    relaunch_finishes_each_cell_once(spec, plan, f"sqlite:///{tmp_path}/mlflow.db", tmp_path)
     assert read_cluster(state) is None  # the new head was stopped when the sweep ended
