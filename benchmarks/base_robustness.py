@@ -51,6 +51,7 @@ def build_one(domain: str, seed: int, threads: int, extra: dict[str, Any]) -> di
         "seed": seed,
         "threads": threads,
         "steps": run.steps,
+        "restarts": run.restarts,
         "validation": run.validation,
         "reached": run.reached,
         "seconds": time.perf_counter() - t0,
@@ -90,12 +91,13 @@ def main() -> None:
                     json.dump(done, fh, indent=1)
     rows = sorted(done, key=lambda r: (r["seed"], r["threads"]))
     names = list(rows[0]["scores"])
-    print(f"| seed | threads | steps | validation | {' | '.join(names)} | mean | build s |")
-    print("|" + " --- |" * (len(names) + 6))
+    print(f"| seed | threads | steps | restarts | validation | {' | '.join(names)} | mean | build s |")
+    print("|" + " --- |" * (len(names) + 7))
     for r in rows:
         cells = " | ".join(f"{100 * r['scores'][n]:.1f}" for n in names)
         print(
             f"| {r['seed']} | {r['threads']} | {r['steps']}{'' if r['reached'] else ' (cap)'} | "
+            f"{len(r.get('restarts', []))} | "
             f"{100 * (r['validation'] or 0):.1f} | {cells} | **{100 * r['mean']:.1f}** | "
             f"{r['seconds']:.0f} |"
         )

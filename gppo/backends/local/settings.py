@@ -23,7 +23,9 @@ class LocalSettings(BaseModel):
     n_heads: int = Field(4, ge=1)
     # base model: supervised warm start on a noisy distribution, stopped on a validation target
     # (shipped with the package for the defaults, else built once and cached on disk)
-    warmstart_steps: int = Field(6000, ge=0, description="the most supervised steps")
+    warmstart_steps: int = Field(
+        12000, ge=0, description="the most supervised steps, restarts included"
+    )
     warmstart_target: float | None = Field(
         None,
         gt=0,
@@ -32,9 +34,24 @@ class LocalSettings(BaseModel):
         "None: the domain's (math 0.25, code 0.10); 1.0: run every step",
     )
     warmstart_check_every: int = Field(50, ge=1, description="steps between validation checks")
+    warmstart_fine_check_every: int = Field(
+        10, ge=1, description="steps between checks once validation reaches half the target"
+    )
+    warmstart_restart_after: int | None = Field(
+        2500,
+        ge=1,
+        description="an attempt whose checks have not reached half the target in this many steps "
+        "starts over from fresh weights; None: never",
+    )
     warmstart_batch: int = Field(128, ge=1)
     warmstart_lr: float = Field(1e-3, gt=0, description="constant after a 50-step warm-up")
-    warmstart_noise: float = Field(0.3, ge=0, le=1)
+    warmstart_noise: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="share of training answers replaced by a plausible wrong one; "
+        "None: the domain's (math 0, code 0.3)",
+    )
     warmstart_seed: int = 0
     # RL (GRPO-style)
     steps: int = Field(60, ge=0, description="RL iterations (rollout + updates); MLflow step")

@@ -65,6 +65,7 @@ def ship(settings: LocalSettings, threads: int = 1) -> dict[str, Any]:
         "eval_seed": settings.eval_seed,
         "build": {
             "steps": run.steps,
+            "restarts": run.restarts,
             f"validation_avg_at_{CHECK_K}": run.validation,
             "seconds": round(run.seconds, 1),
             "threads": threads,

@@ -118,8 +118,11 @@ class Trainer:
         self.prompt_rng = random.Random(f"gppo-local/train/{seed}")
         self.sample_gen = torch.Generator().manual_seed(10_000 + seed)
         self.shuffle_gen = torch.Generator().manual_seed(20_000 + seed)
-        self.opt = AdamW(  # torch.optim.AdamW without torch._dynamo's imports
-            policy.parameters(), lr=settings.lr, weight_decay=settings.weight_decay
+        # torch.optim.AdamW without torch._dynamo's imports; fused: one kernel for every
+        # parameter, 3x faster than the per-tensor loop at this size (the warm start keeps the
+        # loop: its recipe, and so the shipped bases, stay as they are)
+        self.opt = AdamW(
+            policy.parameters(), lr=settings.lr, weight_decay=settings.weight_decay, fused=True
         )
         self.profile = Profile()
 

@@ -11,10 +11,12 @@ import torch
 from gppo.backends.local.no_dynamo import AdamW
 
 
-def _train(opt_cls: type[torch.optim.Optimizer], steps: int = 5) -> list[torch.Tensor]:
+def _train(
+    opt_cls: type[torch.optim.Optimizer], steps: int = 5, **kwargs: bool
+) -> list[torch.Tensor]:
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 1))
-    opt = opt_cls(net.parameters(), lr=1e-2, weight_decay=0.1)
+    opt = opt_cls(net.parameters(), lr=1e-2, weight_decay=0.1, **kwargs)
     x, y = torch.randn(32, 8), torch.randn(32, 1)
     for _ in range(steps):
         opt.zero_grad()
@@ -23,8 +25,9 @@ def _train(opt_cls: type[torch.optim.Optimizer], steps: int = 5) -> list[torch.T
     return [p.detach().clone() for p in net.parameters()]
 
 
-def test_same_update_as_torch_adamw_to_the_last_bit() -> None:
-    ours, theirs = _train(AdamW), _train(torch.optim.AdamW)
+@pytest.mark.parametrize("kwargs", [{}, {"fused": True}], ids=["per-tensor", "fused"])
+def test_same_update_as_torch_adamw_to_the_last_bit(kwargs: dict[str, bool]) -> None:
+    ours, theirs = _train(AdamW, **kwargs), _train(torch.optim.AdamW, **kwargs)
     assert all(torch.equal(a, b) for a, b in zip(ours, theirs, strict=True))
     assert not all(torch.equal(a, b) for a, b in zip(ours, _train(AdamW, 0), strict=True))
 

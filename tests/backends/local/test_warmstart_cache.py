@@ -42,3 +42,42 @@ def test_concurrent_starts_build_once_and_reuse(tmp_path) -> None:
     assert [f for f in files if f.endswith(".pt")] == [results[0][1].rsplit("/", 1)[1]]
     assert not [f for f in files if ".tmp" in f]
     assert sum(p.numel() for p in policy.parameters()) > 0
+
+
+def test_each_domain_has_its_own_label_noise_and_it_keys_the_cache() -> None:
+    from gppo.backends.local.warmstart import resolved_noise, warmstart_key
+
+    math, code = LocalSettings(domain="math"), LocalSettings(domain="code")
+    assert (resolved_noise(math), resolved_noise(code)) == (0.0, 0.3)
+    assert warmstart_key(math)["warmstart_noise"] == 0.0
+    # an explicit value equal to the domain's is the same recipe, hence the same base
+    assert warmstart_hash(code) == warmstart_hash(LocalSettings(domain="code", warmstart_noise=0.3))
+    assert warmstart_hash(math) != warmstart_hash(LocalSettings(domain="math", warmstart_noise=0.3))
+
+
+def test_checks_come_faster_once_validation_reaches_half_the_target() -> None:
+    from gppo.backends.local.warmstart import WarmstartRun, _check_every
+
+    s = LocalSettings(warmstart_check_every=50, warmstart_fine_check_every=10)
+    assert _check_every(s, WarmstartRun(target=0.25)) == 50  # no check yet
+    assert _check_every(s, WarmstartRun(target=0.25, validation=0.12)) == 50
+    assert _check_every(s, WarmstartRun(target=0.25, validation=0.125)) == 10
+
+
+def test_an_attempt_that_stays_below_half_the_target_restarts_from_fresh_weights() -> None:
+    from gppo.backends.local.warmstart import train_base
+
+    torch.set_num_threads(1)
+    # target 1.0: no check reaches half of it, so every attempt runs its 10 steps and restarts
+    s = LocalSettings(**{**TINY, "warmstart_steps": 25}, warmstart_target=1.0,
+                      warmstart_check_every=5, warmstart_restart_after=10)  # fmt: skip
+    restarted, run = train_base(s)
+    assert run.restarts == [10, 20] and run.steps == 25 and not run.reached
+    assert [step for step, _ in run.checks] == [5, 10, 15, 20, 25]
+    # the last attempt trained 5 steps from fresh weights: not the run that never restarted,
+    # and not a rerun of the first attempt's 5 steps (another seed)
+    never = s.model_copy(update={"warmstart_restart_after": None})
+    fresh5 = s.model_copy(update={"warmstart_steps": 5})
+    assert not torch.equal(restarted.tok.weight, train_base(never)[0].tok.weight)
+    assert not torch.equal(restarted.tok.weight, train_base(fresh5)[0].tok.weight)
+    assert warmstart_hash(s) != warmstart_hash(never)
