@@ -235,6 +235,22 @@ def cispo_loss(
     return loss, _metrics(t, response_mask, r < 1 - clip_ratio_low, r > 1 + clip_ratio_high)
 
 
+class _KnownGrad(torch.autograd.Function):
+    """A per-token loss ``value`` (B, T) computed without autograd, whose derivative with respect
+    to ``log_prob`` is the elementwise ``grad`` (B, T): backward is one multiply by a saved
+    tensor instead of the graph of every intermediate (exp, clamp, products, maximum, mask)."""
+
+    @staticmethod
+    def forward(ctx, log_prob, value, grad):  # type: ignore[override]
+        ctx.save_for_backward(grad)
+        return value
+
+    @staticmethod
+    def backward(ctx, grad_out):  # type: ignore[override]
+        (grad,) = ctx.saved_tensors
+        return grad_out * grad, None, None
+
+
 @_baseline("clip_cov")
 def clip_cov_loss(
     old_log_prob: Tensor,
@@ -261,11 +277,12 @@ def clip_cov_loss(
     check_agg_mode(loss_agg_mode)
     if not clip_cov_ratio > 0:
         raise ValueError(f"clip_cov_ratio must be > 0, got {clip_cov_ratio!r}")
-    t = log_prob - old_log_prob
-    ratio = torch.exp(t)
-    pg1 = -advantages * ratio
-    pg2 = -advantages * torch.clamp(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)
-    with torch.no_grad():
+    with torch.no_grad():  # the loss and its gradient are computed here; autograd: _KnownGrad
+        t = log_prob - old_log_prob
+        ratio = torch.exp(t)
+        neg_adv = -advantages
+        pg1 = neg_adv * ratio
+        pg2 = neg_adv * torch.clamp(ratio, 1 - clip_ratio_low, 1 + clip_ratio_high)
         valid = response_mask > 0
         clipped = pg2 > pg1
         n_tokens = response_mask.sum()
@@ -284,7 +301,12 @@ def clip_cov_loss(
         corr[idx[:, 0], idx[:, 1]] = 0
         # share of masked tokens left without gradient: the chosen ones are all valid
         cov_clip_frac = response_mask[idx[:, 0], idx[:, 1]].sum() / denominator
-    loss_mat = torch.maximum(pg1, pg2) * corr
+        # d(-A r)/d log_prob = -A r = pg1 where the unclipped term is the max (a tie is the
+        # same value: verl's gradient splits it in halves between the two equal terms), 0 where
+        # the clamped, constant one is
+        value = torch.maximum(pg1, pg2) * corr
+        grad = pg1.masked_fill_(clipped, 0.0).mul_(corr)
+    loss_mat = _KnownGrad.apply(log_prob, value, grad)
     loss = agg_loss(loss_mat, response_mask, loss_agg_mode, **(global_batch_info or {}))
     return loss, _metrics(
         t,
