@@ -42,8 +42,21 @@ sys.path.insert(0, os.path.dirname(__file__))
 PHASES = ("base_model_s", "eval_s", "sample_s", "update_s")
 
 
+def machine_cpu_s() -> float:
+    """CPU seconds the whole machine has spent busy since boot (/proc/stat, Linux)."""
+    with open("/proc/stat") as fh:
+        fields = [int(x) for x in fh.readline().split()[1:]]
+    busy = sum(fields) - fields[3] - fields[4]  # all but idle and iowait
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+#: epoch seconds of the last launch's start and end (for the start-up and tail phases)
+LAUNCH_EPOCHS: dict[str, float] = {}
+
+
 def _launch(spec: Path, workdir: Path, env: dict[str, str]) -> float:
     exe = Path(sys.executable).with_name("gppo-sweep")
+    LAUNCH_EPOCHS["start"] = time.time()
     t0 = time.perf_counter()
     with open(workdir / "launch.log", "w") as log:
         subprocess.run(
@@ -54,6 +67,7 @@ def _launch(spec: Path, workdir: Path, env: dict[str, str]) -> float:
             stderr=log,
             check=True,
         )
+    LAUNCH_EPOCHS["end"] = time.time()
     return time.perf_counter() - t0
 
 
@@ -109,7 +123,12 @@ def analyse(workdir: Path, wall: float, max_concurrent: int) -> dict[str, object
         return statistics.fmean(values) if values else None
 
     built = [c for c in cells if c["base_model_s"] > 5]
+    first_start = min(r.info.start_time for r in done) / 1000.0
+    last_end = max(r.info.end_time for r in done) / 1000.0
     return {
+        # launcher start -> first cell run created; last cell run ended -> launcher exit
+        "launch_startup_s": first_start - LAUNCH_EPOCHS.get("start", float("nan")),
+        "launch_tail_s": LAUNCH_EPOCHS.get("end", float("nan")) - last_end,
         "cells_finished": len(cells),
         "cell_runs": len(runs),
         "launch_wall_s": wall,
@@ -160,14 +179,21 @@ def main() -> None:
             from _cells import ensure_base
 
             ensure_base(plan.cells[0].settings.get("domain", "math"), [])
+        cpu0 = machine_cpu_s()
         wall = _launch(spec, workdir, env)
-    floor = None
+        launch_cpu = machine_cpu_s() - cpu0
+    floor = floor_cpu = None
     if a.floor:
         if a.cache == "cold":  # the floor starts from an empty cache too
             env["GPPO_CACHE_DIR"] = tempfile.mkdtemp(prefix="gppo-cache-cold-")
+        cpu0 = machine_cpu_s()
         floor = _floor(plan, workdir, env)
+        floor_cpu = machine_cpu_s() - cpu0
     res = analyse(workdir, wall, max_c)
     res["floor_wall_s"] = floor
+    if not a.analyse:
+        res["launch_machine_cpu_s"] = launch_cpu
+        res["floor_machine_cpu_s"] = floor_cpu
     res.update(cache=cache, workdir=str(workdir), load_start=load0, load_end=os.getloadavg())
     ph = res["per_cell_phases_s"]
     print(f"launch wall time           {wall:8.1f} s  (base model cache: {cache})")
@@ -194,6 +220,18 @@ def main() -> None:
             f"floor: bare subprocesses   {floor:8.1f} s  ({max_c} at a time, no Ray, no launcher)"
         )
         print(f"launch / floor             {wall / floor:8.2f}")
+    if "launch_machine_cpu_s" in res:
+        print(
+            f"launch: start-up / tail    {res['launch_startup_s']:5.1f} / {res['launch_tail_s']:.1f} s"
+            "  (start -> first cell; last cell -> exit: report, Table 1)"
+        )
+        cells_cpu = res["cpu_s_total_cells"]
+        print(
+            f"machine CPU, launch        {res['launch_machine_cpu_s']:8.1f} s  (cells' own "
+            f"{cells_cpu:.1f} s; the rest: Ray, launcher, store {res['launch_machine_cpu_s'] - cells_cpu:.1f} s)"
+        )
+        if floor_cpu is not None:
+            print(f"machine CPU, floor         {floor_cpu:8.1f} s")
     print(f"load average at end        {res['load_end'][0]:8.1f}")
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=1))

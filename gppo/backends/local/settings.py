@@ -24,7 +24,7 @@ class LocalSettings(BaseModel):
     # base model: supervised warm start on a noisy distribution, stopped on a validation target
     # (shipped with the package for the defaults, else built once and cached on disk)
     warmstart_steps: int = Field(
-        12000, ge=0, description="the most supervised steps, restarts included"
+        20000, ge=0, description="the most supervised steps, restarts included"
     )
     warmstart_target: float | None = Field(
         None,
