@@ -24,7 +24,7 @@ class LocalSettings(BaseModel):
     # base model: supervised warm start on a noisy distribution, stopped on a validation target
     # (shipped with the package for the defaults, else built once and cached on disk)
     warmstart_steps: int = Field(
-        20000, ge=0, description="the most supervised steps, restarts included"
+        6000, ge=0, description="the most supervised steps, restarts included"
     )
     warmstart_target: float | None = Field(
         None,
@@ -34,23 +34,22 @@ class LocalSettings(BaseModel):
         "None: the domain's (math 0.25, code 0.10); 1.0: run every step",
     )
     warmstart_check_every: int = Field(50, ge=1, description="steps between validation checks")
-    warmstart_fine_check_every: int = Field(
-        10, ge=1, description="steps between checks once validation reaches half the target"
+    warmstart_fine_check_every: int | None = Field(
+        None,
+        ge=1,
+        description="steps between checks once validation reaches half the target; "
+        "None: warmstart_check_every throughout",
     )
     warmstart_restart_after: int | None = Field(
-        2500,
+        None,
         ge=1,
         description="an attempt whose checks have not reached half the target in this many steps "
         "starts over from fresh weights; None: never",
     )
     warmstart_batch: int = Field(128, ge=1)
     warmstart_lr: float = Field(1e-3, gt=0, description="constant after a 50-step warm-up")
-    warmstart_noise: float | None = Field(
-        None,
-        ge=0,
-        le=1,
-        description="share of training answers replaced by a plausible wrong one; "
-        "None: the domain's (math 0, code 0.3)",
+    warmstart_noise: float = Field(
+        0.3, ge=0, le=1, description="share of training answers replaced by a plausible wrong one"
     )
     warmstart_seed: int = 0
     # RL (GRPO-style)

@@ -59,8 +59,6 @@ class Domain:
     corrupt_fn: Callable[[Problem, random.Random], str]
     #: the warm start stops once its validation avg@8 (mean over families) reaches this
     warmstart_target: float = 0.25
-    #: share of warm-start answers replaced by ``corrupt_fn``'s wrong one (``warmstart_noise``)
-    warmstart_noise: float = 0.0
     n_benchmark_prompts: int = 64
     n_validation_prompts: int = 64
     _bench: dict[str, list[Problem]] = field(default_factory=dict, repr=False)

@@ -138,6 +138,4 @@ def code_domain() -> Domain:
         corrupt_fn=corrupt,
         # program induction rises slowly (about 1 point per 300 warm-start steps at 10 %)
         warmstart_target=0.10,
-        # noisy labels keep the slow, smooth rise that makes code builds agree (docs/testbed.md)
-        warmstart_noise=0.3,
     )

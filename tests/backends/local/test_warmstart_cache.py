@@ -44,15 +44,17 @@ def test_concurrent_starts_build_once_and_reuse(tmp_path) -> None:
     assert sum(p.numel() for p in policy.parameters()) > 0
 
 
-def test_each_domain_has_its_own_label_noise_and_it_keys_the_cache() -> None:
-    from gppo.backends.local.warmstart import resolved_noise, warmstart_key
+def test_opt_in_recipe_parts_stay_out_of_the_key_when_off() -> None:
+    from gppo.backends.local.shipped import shipped_record
+    from gppo.backends.local.warmstart import warmstart_key
 
-    math, code = LocalSettings(domain="math"), LocalSettings(domain="code")
-    assert (resolved_noise(math), resolved_noise(code)) == (0.0, 0.3)
-    assert warmstart_key(math)["warmstart_noise"] == 0.0
-    # an explicit value equal to the domain's is the same recipe, hence the same base
-    assert warmstart_hash(code) == warmstart_hash(LocalSettings(domain="code", warmstart_noise=0.3))
-    assert warmstart_hash(math) != warmstart_hash(LocalSettings(domain="math", warmstart_noise=0.3))
+    default = LocalSettings()
+    assert "warmstart_restart_after" not in warmstart_key(default)
+    # the shipped base was built before these settings existed: its key is still the default's
+    assert shipped_record("math")["hash"] == warmstart_hash(default)
+    on = LocalSettings(warmstart_restart_after=2500, warmstart_fine_check_every=10)
+    assert warmstart_key(on)["warmstart_restart_after"] == 2500
+    assert warmstart_hash(on) != warmstart_hash(default)
 
 
 def test_checks_come_faster_once_validation_reaches_half_the_target() -> None:
@@ -62,6 +64,8 @@ def test_checks_come_faster_once_validation_reaches_half_the_target() -> None:
     assert _check_every(s, WarmstartRun(target=0.25)) == 50  # no check yet
     assert _check_every(s, WarmstartRun(target=0.25, validation=0.12)) == 50
     assert _check_every(s, WarmstartRun(target=0.25, validation=0.125)) == 10
+    off = LocalSettings(warmstart_check_every=50)  # the default: no fine checks
+    assert _check_every(off, WarmstartRun(target=0.25, validation=0.2)) == 50
 
 
 def test_an_attempt_that_stays_below_half_the_target_restarts_from_fresh_weights() -> None:
