@@ -17,10 +17,14 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import signal
 import statistics
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Any
+
+import psutil
 
 
 def _parse(kv: str) -> tuple[str, Any]:
@@ -79,19 +83,38 @@ def main() -> None:
     jobs = [
         (a.domain, s, t, extra) for s in range(a.seeds) for t in a.threads if (s, t) not in have
     ]
+    # SIGTERM (kill, pkill) ends the measurement like Ctrl-C: the builds are stopped too (a
+    # pool's worker processes otherwise outlive their parent and keep the cores busy)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with ProcessPoolExecutor(a.parallel, mp_context=mp.get_context("spawn")) as pool:
-        for fut in as_completed([pool.submit(build_one, *job) for job in jobs]):
-            r = fut.result()
-            done.append(r)
-            print(
-                f"built seed {r['seed']} threads {r['threads']}: mean {r['mean']:.3f}", flush=True
-            )
-            if a.json:
-                with open(a.json, "w") as fh:
-                    json.dump(done, fh, indent=1)
+        try:
+            _collect(pool, jobs, done, a.json)
+        except BaseException:
+            for child in psutil.Process().children(recursive=True):
+                child.kill()
+            raise
+    _print_table(done)
+
+
+def _collect(
+    pool: ProcessPoolExecutor, jobs: list[tuple], done: list[dict[str, Any]], out: str | None
+) -> None:
+    """Run the builds, appending each result to ``done`` (and to ``out``) as it finishes."""
+    for fut in as_completed([pool.submit(build_one, *job) for job in jobs]):
+        r = fut.result()
+        done.append(r)
+        print(f"built seed {r['seed']} threads {r['threads']}: mean {r['mean']:.3f}", flush=True)
+        if out:
+            with open(out, "w") as fh:
+                json.dump(done, fh, indent=1)
+
+
+def _print_table(done: list[dict[str, Any]]) -> None:
     rows = sorted(done, key=lambda r: (r["seed"], r["threads"]))
     names = list(rows[0]["scores"])
-    print(f"| seed | threads | steps | restarts | validation | {' | '.join(names)} | mean | build s |")
+    print(
+        f"| seed | threads | steps | restarts | validation | {' | '.join(names)} | mean | build s |"
+    )
     print("|" + " --- |" * (len(names) + 7))
     for r in rows:
         cells = " | ".join(f"{100 * r['scores'][n]:.1f}" for n in names)

@@ -32,11 +32,12 @@ from scipy import stats
 
 from gppo.analysis.stats import stratified_mean_ci
 from gppo.analysis.table import DIV_ORDER
+from gppo.store.state import State
 
 
 def run_avgs(tidy: pd.DataFrame, domain: str) -> pd.DataFrame:
     """(cell x seed) Avg. in percent over the domain's benchmarks, complete runs only."""
-    rows = tidy[(tidy.domain == domain) & (tidy.status == "finished") & (tidy.cell != "base")]
+    rows = tidy[(tidy.domain == domain) & (tidy.status == State.DONE) & (tidy.cell != "base")]
     wide = rows.pivot_table(index=["cell", "seed"], columns="benchmark", values="score")
     return (wide.dropna().mean(axis=1) * 100).unstack("seed")
 
@@ -181,7 +182,7 @@ def main() -> None:
     ap.add_argument("--json", help="write the figures as JSON here")
     args = ap.parse_args()
     tidy = _tidy(args)
-    if not (tidy.status == "finished").any():
+    if not (tidy.status == State.DONE).any():
         raise SystemExit("no finished runs to analyse (check --spec / --tracking-uri)")
     report: dict[str, object] = {"load1_at_analysis": os.getloadavg()[0]}
     for domain in dict.fromkeys(tidy.domain):
