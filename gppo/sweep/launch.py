@@ -501,10 +501,13 @@ class Launcher:
                 except Exception:  # the progress display must never stop the launch
                     continue
                 got = latest_metric(run, M.TRAIN_SCORE)
-                if got is not None:
-                    if st.step is None or got[1] > st.step:
-                        st.progress_at, st.stepped = time.time(), True
-                    st.score, st.step = got[0], got[1]
+                if got is None:
+                    continue
+                st.score = got[0]
+                # progress only past the highest step known: a resumed run's score can lag its
+                # raw steps (verl's are mirrored later, maybe by this attempt while it starts)
+                if st.step is None or got[1] > st.step:
+                    st.progress_at, st.stepped, st.step = time.time(), True, got[1]
 
     def stall_timeout_s(self, cell: Cell, *, first_step: bool = False) -> float:
         """``retries.stall_timeout_s``, else the backend's default for the cell; 0: never. With

@@ -24,6 +24,12 @@ class ProbeSettings(BaseModel):
     always_fail: bool = False
     no_finish: bool = False  # exit 0 without the gppo.finished tag
     hang_times: int = 0  # the first N attempts hang (alive, silent) after logging step 1
+    #: like verl's entrypoint: each step logs its raw ``training/global_step`` at once and the
+    #: train score one step later (the mirror); a failing attempt (``fail_times``) fails half way
+    #: through, its last step never mirrored; a resumed attempt starts up for ``startup_s``,
+    #: mirroring the last attempt's step half way through, then continues past the run's steps
+    mirror_lag: bool = False
+    startup_s: float = 0.0
     marker_dir: str | None = None  # attempts and start/end times are written here
     note: str = ""  # echoed back into the run (injection tests)
     #: give the job an env var Ray's runtime env refuses (not a string): Ray refuses the

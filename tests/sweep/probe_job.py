@@ -23,7 +23,8 @@ def main() -> int:
         with open(marker / f"{cell['id']}.times", "a") as fh:
             fh.write(f"start {time.time()} {os.getpid()}\n")
     print(f"probe {cell['id']} attempt {attempt} note={s.get('note', '')}", flush=True)
-    if s.get("always_fail") or attempt <= s.get("fail_times", 0):
+    failing = s.get("always_fail") or attempt <= s.get("fail_times", 0)
+    if failing and not s.get("mirror_lag"):
         print("probe failing on purpose", flush=True)
         return 3
     from mlflow.tracking import MlflowClient
@@ -38,6 +39,8 @@ def main() -> int:
     k = cell["eval_k"]
     evals = {M.eval_metric(b, k): 0.1 for b in cell["benchmarks"]} | {M.eval_domain_metric(k): 0.1}
     log_metrics(client, run_id, evals, step=0)
+    if s.get("mirror_lag"):
+        return _lagging_mirror(client, run_id, s, failing, evals)
     for step in range(1, s["steps"] + 1):
         time.sleep(s.get("sleep_s", 0.0))
         log_metrics(client, run_id, {M.TRAIN_SCORE: step / 10, M.ENTROPY: 1.0}, step=step)
@@ -54,6 +57,32 @@ def main() -> int:
         with open(marker / f"{cell['id']}.times", "a") as fh:
             fh.write(f"end {time.time()} {os.getpid()}\n")
     print("probe done", flush=True)
+    return 0
+
+
+def _lagging_mirror(client, run_id: str, s: dict, failing: bool, evals: dict) -> int:
+    """verl under its entrypoint: raw steps at once, the train score one step behind."""
+    from gppo import metrics as M
+    from gppo.store.tracking import log_metrics, retry_locked
+
+    raw = "training/global_step"
+    done = max((int(m.step) for m in client.get_metric_history(run_id, raw)), default=0)
+    if done:  # resumed: start-up, during which the mirror copies the step never mirrored
+        time.sleep(s["startup_s"] / 2)
+        log_metrics(client, run_id, {M.TRAIN_SCORE: done / 10}, step=done)
+        time.sleep(s["startup_s"] / 2)
+    last = s["steps"] // 2 if failing else s["steps"]  # a failing attempt dies half way
+    for step in range(done + 1, last + 1):
+        time.sleep(s.get("sleep_s", 0.0))
+        log_metrics(client, run_id, {raw: float(step)}, step=step)
+        if step > done + 1:
+            log_metrics(client, run_id, {M.TRAIN_SCORE: (step - 1) / 10}, step=step - 1)
+    if failing:
+        print("probe failing on purpose", flush=True)
+        return 3
+    log_metrics(client, run_id, {M.TRAIN_SCORE: s["steps"] / 10}, step=s["steps"])
+    log_metrics(client, run_id, {key: 0.5 for key in evals}, step=s["steps"])
+    retry_locked(lambda: client.set_tag(run_id, M.TAG_FINISHED, "true"))
     return 0
 
 

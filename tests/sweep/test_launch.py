@@ -193,6 +193,35 @@ def test_backend_that_reuses_its_run_on_retry(tmp_path, ray_cluster):
     assert run.data.tags[M.TAG_RAY_JOB_ID].endswith("-a2")
 
 
+def test_a_resumed_attempt_starting_up_is_not_taken_for_a_stall(tmp_path, ray_cluster):
+    """verl's case: the failed attempt logged raw step 2 but its train score only to step 1; the
+    retry, while it starts up, mirrors step 2. That is not a step of its own: the attempt stays
+    under first_step_timeout_s (30 s) and is not stopped by stall_timeout_s (3 s) before it
+    trains (it once was: every relaunched verl attempt that took over a minute to start)."""
+    spec = write_spec(
+        tmp_path,
+        ray_cluster.address,
+        name="lag",
+        backend="probe_reuse",
+        probe_reuse={
+            "steps": 4,
+            "fail_times": 1,
+            "mirror_lag": True,
+            "startup_s": 9,
+            "marker_dir": str(tmp_path / "m"),
+        },
+        grid={"divergences": ["kl"], "estimators": ["mc"]},
+        retries={"max": 1, "backoff_s": 0.2, "stall_timeout_s": 3, "first_step_timeout_s": 30},
+    )
+    plan = load_plan(spec)
+    result = Launcher(plan, poll_s=0.5, metrics_every_s=0.5).run()
+    assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
+    _, runs = runs_of(plan, f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = cell_runs(runs)["kl-mc-s0"]
+    assert run.info.status == "FINISHED" and run.data.tags[M.TAG_ATTEMPT] == "2"
+    assert M.TAG_FAILURE not in run.data.tags or "stalled" not in run.data.tags[M.TAG_FAILURE]
+
+
 def test_a_stalled_attempt_is_stopped_and_retried(tmp_path, ray_cluster):
     """An attempt that logs no new step for retries.stall_timeout_s is stopped, ends FAILED with
     the reason, and the retry finishes; the log names the stall."""

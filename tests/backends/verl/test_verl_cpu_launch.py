@@ -111,6 +111,16 @@ def _vllm_engines() -> list[psutil.Process]:
     ]
 
 
+def _new_engines(old: psutil.Process) -> list[psutil.Process]:
+    """The vLLM engines running now other than ``old`` (a killed one may linger as a zombie)."""
+    alive = []
+    for proc in _vllm_engines():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            if proc.pid != old.pid and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+    return alive
+
+
 def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_steps: int) -> dict:
     runs = _cell_runs(uri)
     assert sorted(runs) == sorted(cells)
@@ -162,10 +172,11 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
         (engine,) = _vllm_engines()  # max_concurrent 1: the running cell's engine
         engine.kill()
         _wait(lambda: "submitted   tv-mc-s0  attempt 2" in log.read_text(), 600, "a retry", log)
-        # 2. the retry's engine hangs after a step of its own
+        # 2. the retry's engine hangs after a step of its own: its engine up (it starts before
+        # verl's first step), then a step past the run's steps
+        hung = _wait(lambda: _new_engines(engine), 600, "the retry's vLLM engine", log)
         a_new_step(_logged_step(uri, "tv-mc-s0"))
-        hung = [p for p in _vllm_engines() if p.pid != engine.pid]
-        assert len(hung) == 1, hung
+        assert len(hung) == 1 and hung[0].is_running(), (hung, _new_engines(engine))
         hung[0].suspend()
         _wait(lambda: "tv-mc-s0 attempt 2 stalled" in log.read_text(), 600, "the stall", log)
         hung[0].kill()  # a stopped process cannot act on its parent's death
