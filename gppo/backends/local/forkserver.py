@@ -1,0 +1,252 @@
+"""The testbed's import-once fork server: a cell's Ray job without its 2-3 s of imports.
+
+A quick-start cell trains for about 12 s and used to spend about 3 s more importing torch,
+MLflow and its own code, 51 times over. During a launch on a local Ray head, one server process
+imports all of that once (:func:`serve`); each cell's Ray job runs the standard-library client
+:mod:`gppo.backends.local.forkclient`, which hands the server its arguments, environment,
+working directory and standard streams over a Unix socket. The server forks twice; the
+grandchild, a fresh process with everything imported, runs ``python -m gppo.backends.local``'s
+``main`` with them, writing to the job's own log. The Ray job still owns the cell:
+
+- the grandchild's first line on the socket is its pid; the client forwards SIGTERM, SIGINT and
+  SIGHUP to it (``ray job stop``, stall detection, Ctrl-C) and exits with the cell's exit code;
+- the grandchild watches the socket and kills itself when the client is gone (a job SIGKILLed,
+  its Ray head dead), so no cell outlives its job;
+- the server runs in its own session (a terminal's Ctrl-C reaches the launcher only, which
+  stops or detaches the jobs as it always did) and exits with the launcher that started it;
+- anything wrong with the server (not started, gone, refusing) and the client runs the cell
+  itself, exactly as before (``python -m gppo.backends.local``).
+
+Wire format: the client sends one length-prefixed JSON request ``{"argv", "env", "cwd"}`` with
+its fds 0, 1, 2 attached (``SCM_RIGHTS``); the grandchild answers ``pid N\\n`` and, when the cell
+returns, ``exit C\\n``. A cell killed by a signal answers nothing: the socket closes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import traceback
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+#: the job environment variable naming the server's socket (unset: no server)
+ENV_SOCKET = "GPPO_FORK_SERVER"
+#: what the server imports before it forks: what every cell imports before its first step
+PRELOAD = (
+    "torch",
+    "mlflow.tracking",
+    "mlflow.store.tracking.sqlalchemy_store",
+    "gppo.store.run_logger",
+    "gppo.backends.local.__main__",
+    "gppo.backends.local.base_eval",
+    "gppo.backends.local.evaluate",
+    "gppo.backends.local.train",
+    "gppo.backends.local.warmstart",
+    "gppo.backends.local.tasks_math",
+    "gppo.backends.local.tasks_code",
+)
+HEADER = struct.Struct("!I")  # the request's length
+MAX_REQUEST = 16 << 20
+
+
+def read_request(conn: socket.socket) -> tuple[dict, list[int]]:
+    """One request from ``conn``: the JSON body and the fds that came with it."""
+    data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 16, 3)
+    while len(data) < HEADER.size or len(data) < HEADER.size + HEADER.unpack_from(data)[0]:
+        if len(data) >= HEADER.size and HEADER.unpack_from(data)[0] > MAX_REQUEST:
+            raise ValueError("request too large")
+        more = conn.recv(1 << 16)
+        if not more:
+            raise ConnectionError("the client closed the socket mid-request")
+        data += more
+    (size,) = HEADER.unpack_from(data)
+    return json.loads(data[HEADER.size : HEADER.size + size]), list(fds)
+
+
+def _run_cell(request: Mapping, conn: socket.socket) -> int:
+    """In the grandchild: become the client's cell process and run the cell; its exit code."""
+    from gppo.backends.local.__main__ import main
+
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = [sys.argv[0], *request["argv"]]
+    conn.sendall(f"pid {os.getpid()}\n".encode())
+
+    def orphaned() -> None:  # the client is gone (SIGKILLed, its Ray head dead): so is the cell
+        with contextlib.suppress(OSError):
+            while conn.recv(1):
+                pass
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=orphaned, name="gppo-forkclient-watch", daemon=True).start()
+    try:
+        code = main(list(request["argv"]))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if not isinstance(exc.code, int | None):
+            print(exc.code, file=sys.stderr)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    return int(code or 0)
+
+
+def _spawn(conn: socket.socket, server_fds: list[int]) -> None:
+    """Fork twice for one request (the grandchild belongs to init, not to the server);
+    ``server_fds``: the server's own (listener, selector), closed in the grandchild."""
+    try:
+        request, fds = read_request(conn)
+    except (OSError, ValueError) as exc:
+        print(f"gppo fork server: bad request: {exc}", file=sys.stderr, flush=True)
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child:
+        for fd in fds:
+            os.close(fd)
+        os.waitpid(child, 0)  # the middle process exits at once
+        return
+    code = 1
+    try:
+        if os.fork():
+            os._exit(0)
+        for fd in server_fds:
+            os.close(fd)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+            signal.signal(sig, signal.SIG_DFL)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the process's own streams)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        code = _run_cell(request, conn)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        conn.sendall(f"exit {code}\n".encode())
+    except BaseException:
+        with contextlib.suppress(Exception):
+            traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def serve(path: str, parent: int | None = None) -> None:
+    """Import :data:`PRELOAD`, listen on ``path``, fork a cell per connection; return when
+    ``parent`` (the launcher) has gone or on SIGTERM. Single-threaded: nothing is held by
+    another thread when it forks."""
+    import importlib
+
+    for name in PRELOAD:
+        importlib.import_module(name)
+    stop = False
+
+    def on_term(*_args) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    print(f"gppo fork server ready on {path}", flush=True)
+    sel = selectors.DefaultSelector()
+    sel.register(listener, selectors.EVENT_READ)
+    try:
+        while not stop and (parent is None or os.getppid() == parent):
+            if not sel.select(timeout=0.5):
+                continue
+            conn, _ = listener.accept()
+            with conn:
+                _spawn(conn, [listener.fileno(), sel.fileno()])
+    finally:
+        listener.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+
+
+@contextlib.contextmanager
+def running(env: Mapping[str, str], timeout_s: float = 120.0) -> Iterator[str | None]:
+    """Start a server for this process's launch (``env``: the cells' job environment, e.g. the
+    OpenMP thread count that torch reads when it is imported); yield its socket path, or None
+    (with a line on stderr) when it did not come up within ``timeout_s``, in which case the
+    cells import their modules themselves."""
+    folder = tempfile.mkdtemp(prefix="gppo-fork-")
+    path, log = os.path.join(folder, "cells.sock"), Path(folder, "server.log")
+    with log.open("w") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", __name__, "--socket", path, "--parent", str(os.getpid())],
+            env={**os.environ, **env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,  # a terminal's Ctrl-C is the launcher's to handle
+            text=True,
+        )
+    try:
+        if _ready(proc, timeout_s):
+            yield path
+        else:
+            lines = log.read_text(errors="replace").strip().splitlines()
+            print(
+                f"gppo: the cells' fork server did not start ({lines[-1] if lines else 'no output'}"
+                "); each cell imports its own modules",
+                file=sys.stderr,
+            )
+            yield None
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+        with contextlib.suppress(OSError):
+            Path(path).unlink(missing_ok=True)
+            log.unlink(missing_ok=True)
+            os.rmdir(folder)
+
+
+def _ready(proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Whether the server said it is ready within ``timeout_s``."""
+    assert proc.stdout is not None
+    with selectors.DefaultSelector() as sel:
+        sel.register(proc.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout_s):
+            return False
+    return proc.stdout.readline().startswith("gppo fork server ready")
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m gppo.backends.local.forkserver")
+    ap.add_argument("--socket", required=True, help="the Unix socket to listen on")
+    ap.add_argument("--parent", type=int, help="exit when this process is gone")
+    args = ap.parse_args(argv)
+    try:
+        serve(args.socket, args.parent)
+    except Exception as exc:
+        print(f"gppo fork server failed: {exc!r}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
