@@ -14,9 +14,10 @@ run named by ``MLFLOW_RUN_ID`` using the names in :mod:`gppo.metrics`:
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -78,6 +79,16 @@ class Backend(ABC):
     def prepare(self, settings: BaseModel) -> None:  # noqa: B027 (optional hook)
         """Build on the launching machine what cells with these settings need before any is
         submitted (idempotent; e.g. the verl smoke assets). Default: nothing."""
+
+    @contextlib.contextmanager
+    def serving(
+        self, cells: list[Cell], *, on_this_machine: bool
+    ) -> Iterator[Callable[[Job], Job]]:
+        """Around a launch's dispatch: start what the launch's jobs can share and yield how a
+        job uses it (``on_this_machine``: the jobs run here, on a local Ray head). The local
+        backend starts its fork server (:mod:`gppo.backends.local.forkserver`). Default:
+        nothing, jobs unchanged."""
+        yield lambda job: job
 
     @abstractmethod
     def job(self, cell: Cell) -> Job:

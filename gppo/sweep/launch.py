@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gppo import metrics as M
-from gppo.backends.base import get_backend
+from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.errors import ClusterUnreachable, StoreFull, SubmissionRefused, TrackingUnreachable
 from gppo.grid.plan import Plan
@@ -215,6 +215,8 @@ class Launcher:
         self.tracking_timeout_s = plan.spec.tracking.unreachable_timeout_s
         self._tracking_down_since: float | None = None
         self._tracking_error = ""
+        #: what the backend's :meth:`~gppo.backends.base.Backend.serving` makes of a job
+        self._served: Callable[[Job], Job] = lambda job: job
 
     def run(self) -> LaunchResult:
         """Check the store is reachable from the cluster, hold the sweep's lock, dispatch.
@@ -249,10 +251,12 @@ class Launcher:
         result = LaunchResult(self.plan.sweep_id)
         restore = signals_set(self.stop_event)
         marker = ctx.state_dir / "launcher.json"
+        here = ctx.cluster is not None and ctx.cluster.local  # the jobs run on this machine
         try:
             result.cells = reconcile(ctx, disp, list(self.plan.cells))
             marker.write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
-            self._loop(ctx, disp, result)
+            with self.backend.serving(list(self.plan.cells), on_this_machine=here) as self._served:
+                self._loop(ctx, disp, result)
         except KeyboardInterrupt:
             result.interrupted = True
             self._interrupt(ctx, disp, result)
@@ -458,7 +462,7 @@ class Launcher:
                 in_flight += 1
 
     def _start(self, ctx: SweepContext, disp: Dispatcher, st: CellState) -> None:
-        job = self.backend.job(st.cell)
+        job = self._served(self.backend.job(st.cell))
         try:
             att = disp.submit(st.cell, job, attempt=st.attempt + 1, run_id=st.reuse_run)
         except SubmissionExists:

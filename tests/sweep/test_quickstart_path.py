@@ -8,12 +8,15 @@ import os
 import subprocess
 import sys
 
+import psutil
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
 from gppo.backends.local.shipped import shipped_record
+
+FORK_SERVER = "gppo.backends.local.forkserver"
 
 #: the quick start's spec at a tiny budget (the shipped base's settings are untouched)
 SPEC = {
@@ -73,6 +76,8 @@ def test_quickstart_launch_trains_local_cells_under_its_own_ray_head(tmp_path) -
         assert abs(min(base, key=lambda m: m.step).value - base_mean) < 0.15
         step0 = [m.value for m in base if m.step == 0]
         assert len(step0) == 1
+        # each cell's Ray job handed it to the launch's fork server (imports done once)
+        assert run.data.metrics["perf/forked"] == 1.0
     # nothing warm-started (the shipped base); the base's step-0 evaluation is computed by the
     # first cell(s) and read by the later ones, with the same numbers
     assert list((tmp_path / "empty-cache").glob("base-*.pt")) == []
@@ -85,3 +90,7 @@ def test_quickstart_launch_trains_local_cells_under_its_own_ray_head(tmp_path) -
         for r in cells.values()
     }
     assert len(step0_means) == 1, step0_means
+    # the fork server went with the launch that started it
+    assert not [
+        p for p in psutil.process_iter(["cmdline"]) if FORK_SERVER in (p.info["cmdline"] or [])
+    ]

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from gppo import metrics as M
+from gppo.backends.local.forkserver import ENV_FORKED
 from gppo.cell import Cell
 from gppo.store.tracking import cell_tags
 
@@ -176,6 +177,7 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
         "perf/peak_rss_mb": _peak_rss_mb(),
         "perf/total_s": time.perf_counter() - t_start,
         "perf/startup_s": startup,
+        "perf/forked": float(os.environ.get(ENV_FORKED) == "1"),  # by the fork server
         "perf/cpu_s": time.process_time(),  # whole process, imports included
     }
     if log is not None:

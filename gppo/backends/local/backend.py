@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import sys
+from collections.abc import Callable, Iterator
 
 from pydantic import BaseModel
 
 from gppo.backends.base import Backend, Job, register_backend
 from gppo.backends.local.settings import LocalSettings
 from gppo.cell import Cell
+
+#: every cell's environment: one OpenMP thread unless the cell sets ``num_threads`` (torch reads
+#: these when it is imported; the fork server is started with them too)
+JOB_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 @register_backend
@@ -36,5 +43,31 @@ class LocalBackend(Backend):
 
     def job(self, cell: Cell) -> Job:
         argv = (sys.executable, "-m", self.entrypoint_module, "--cell", cell.to_json())
-        env = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        return Job(argv=argv, env=env, resources=cell.resources)
+        return Job(argv=argv, env=dict(JOB_ENV), resources=cell.resources)
+
+    @contextlib.contextmanager
+    def serving(
+        self, cells: list[Cell], *, on_this_machine: bool
+    ) -> Iterator[Callable[[Job], Job]]:
+        """On a local Ray head, one fork server per launch imports the cells' modules once and
+        each job hands its cell to it (:mod:`.forkserver`; the job falls back to importing them
+        itself when the server is gone). ``GPPO_FORK_SERVER=0`` in the launcher's environment:
+        no server."""
+        from gppo.backends.local import forkserver
+
+        if not (on_this_machine and cells and forkserver.enabled()):
+            yield lambda job: job
+            return
+        with forkserver.running(JOB_ENV) as path:
+            if path is None:
+                yield lambda job: job
+                return
+
+            def served(job: Job) -> Job:
+                if job.argv[1:3] != ("-m", self.entrypoint_module):
+                    return job
+                argv = (job.argv[0], forkserver.CLIENT_SCRIPT, *job.argv[3:])
+                env = {**job.env, forkserver.ENV_SOCKET: path}
+                return dataclasses.replace(job, argv=argv, env=env)
+
+            yield served

@@ -40,7 +40,13 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 #: the job environment variable naming the server's socket (unset: no server)
-ENV_SOCKET = "GPPO_FORK_SERVER"
+ENV_SOCKET = "GPPO_FORK_SOCKET"
+#: ``GPPO_FORK_SERVER=0`` in the launcher's environment: no server, each cell imports its own
+ENV_SWITCH = "GPPO_FORK_SERVER"
+#: set to ``1`` in a cell process the server forked (the run's ``perf/forked``)
+ENV_FORKED = "GPPO_FORKED_CELL"
+#: the jobs' entrypoint script (run by path: the standard library only)
+CLIENT_SCRIPT = str(Path(__file__).with_name("forkclient.py"))
 #: what the server imports before it forks: what every cell imports before its first step
 PRELOAD = (
     "torch",
@@ -57,6 +63,12 @@ PRELOAD = (
 )
 HEADER = struct.Struct("!I")  # the request's length
 MAX_REQUEST = 16 << 20
+
+
+def enabled() -> bool:
+    """Whether launches start a fork server (``GPPO_FORK_SERVER``: ``0`` / ``false`` / ``off``
+    turn it off)."""
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in ("0", "false", "off", "no")
 
 
 def read_request(conn: socket.socket) -> tuple[dict, list[int]]:
@@ -80,6 +92,7 @@ def _run_cell(request: Mapping, conn: socket.socket) -> int:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    os.environ[ENV_FORKED] = "1"
     sys.argv = [sys.argv[0], *request["argv"]]
     conn.sendall(f"pid {os.getpid()}\n".encode())
 

@@ -1,0 +1,140 @@
+"""The testbed's fork server (gppo.backends.local.forkserver) with its job-side client, real
+processes throughout: a forked cell gives the same numbers as a fresh process, its exit code and
+errors reach the job, signals reach the cell, a killed job takes its cell with it, and without a
+server the client runs the cell itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from gppo.backends.local import forkserver
+
+pytestmark = pytest.mark.slow
+
+TINY = ["--method", "grpo", "--set", "steps=2", "--set", "eval_prompts=4", "--no-mlflow"]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="module")
+def server():
+    with forkserver.running({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) as path:
+        assert path is not None
+        yield path
+
+
+def _client(args: list[str], socket_path: str | None, **kw) -> subprocess.Popen:
+    env = {k: v for k, v in ENV.items() if k != forkserver.ENV_SOCKET}
+    if socket_path:
+        env[forkserver.ENV_SOCKET] = socket_path
+    return subprocess.Popen(
+        [sys.executable, forkserver.CLIENT_SCRIPT, *args], env=env, text=True, **kw
+    )
+
+
+def _summary(tmp_path: Path, name: str, argv: list[str], socket_path: str | None) -> dict:
+    out = tmp_path / f"{name}.json"
+    proc = _client([*argv, "--summary-json", str(out)], socket_path, stdout=subprocess.PIPE)
+    stdout, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 0, stdout
+    summary = json.loads(out.read_text())
+    summary["stdout"] = stdout
+    return summary
+
+
+def _forked_cells(server_path: str) -> list[psutil.Process]:
+    """Cell processes the server forked: its command line, but not its parent (this process
+    started the server; a cell's parent is gone, it belongs to init)."""
+    return [
+        p
+        for p in psutil.process_iter(["cmdline", "ppid"])
+        if server_path in (p.info["cmdline"] or []) and p.info["ppid"] != os.getpid()
+    ]
+
+
+def test_a_forked_cell_gives_the_numbers_of_a_fresh_process(tmp_path, server):
+    forked = _summary(tmp_path, "forked", TINY, server)
+    fresh = subprocess.run(
+        [sys.executable, "-m", "gppo.backends.local", *TINY, "--summary-json", str(tmp_path / "b")],
+        env=ENV, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert fresh.returncode == 0, fresh.stderr[-2000:]
+    fresh_summary = json.loads((tmp_path / "b").read_text())
+    assert forked["evals"] == fresh_summary["evals"]  # avg@k of the base and the trained policy
+    assert forked["history"] == fresh_summary["history"]  # every step's metrics, to the last bit
+    assert forked["perf"]["perf/forked"] == 1.0 and fresh_summary["perf"]["perf/forked"] == 0.0
+    assert "[grpo-s0] eval step 2" in forked["stdout"]  # the cell wrote into the job's stdout
+
+
+def test_the_cells_exit_code_and_error_reach_the_job(server):
+    proc = _client([*TINY, "--set", "no_such_setting=1"], server, stderr=subprocess.PIPE)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 1
+    assert "no_such_setting" in err  # the cell's own traceback, in the job's stderr
+
+
+def test_without_a_server_the_client_runs_the_cell_itself(tmp_path):
+    alone = _summary(tmp_path, "alone", TINY, None)
+    assert alone["perf"]["perf/forked"] == 0.0 and alone["evals"]
+    dead = _summary(tmp_path, "dead", TINY, str(tmp_path / "no-server.sock"))
+    assert dead["perf"]["perf/forked"] == 0.0 and dead["evals"] == alone["evals"]
+
+
+def _running_cell(server: str) -> tuple[subprocess.Popen, psutil.Process]:
+    """A client whose cell runs long enough to be signalled, and the cell's process."""
+    proc = _client([*TINY[:-1], "--set", "steps=100000"], server, stdout=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        cells = _forked_cells(server)
+        if cells:
+            return proc, cells[0]
+        time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("no forked cell process appeared")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_to_the_job_reaches_its_cell(server, sig):
+    """What `ray job stop` and the launcher's stall detection send: the cell dies, and the job
+    exits as a process killed by that signal would (128 + its number)."""
+    proc, cell = _running_cell(server)
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    assert proc.wait(timeout=30) in (128 + sig, 1)  # SIGINT: the cell's KeyboardInterrupt
+    assert not cell.is_running() or cell.status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_killed_job_takes_its_cell_with_it(server):
+    """SIGKILL (a dead Ray head, `ray job stop` after its grace period): the client cannot
+    forward anything; the cell sees its socket close and kills itself."""
+    proc, cell = _running_cell(server)
+    proc.kill()
+    proc.wait(timeout=10)
+    cell.wait(timeout=30)  # raises psutil.TimeoutExpired if it lived on
+    assert not cell.is_running()
+
+
+def test_the_server_exits_with_the_launcher_that_started_it(tmp_path):
+    code = (
+        "import sys, time\n"
+        "from gppo.backends.local import forkserver\n"
+        "with forkserver.running({}) as path:\n"
+        "    print(path, flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    launcher = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    path = launcher.stdout.readline().strip()
+    assert path.endswith("cells.sock") and os.path.exists(path)
+    (srv,) = [p for p in psutil.process_iter(["cmdline"]) if path in (p.info["cmdline"] or [])]
+    launcher.kill()  # SIGKILL: no context manager gets to stop the server
+    launcher.wait()
+    srv.wait(timeout=10)
+    assert not os.path.exists(path)  # it removed its socket on the way out
