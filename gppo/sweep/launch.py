@@ -44,7 +44,7 @@ from gppo.store.state import ACTIVE_JOB as ACTIVE
 from gppo.store.state import State, cell_state
 from gppo.store.tracking import attempt_of, is_finished, latest_metric
 from gppo.sweep.dispatcher import Attempt, Dispatcher, SubmissionExists
-from gppo.sweep.guard import check_store_reachable
+from gppo.sweep.guard import check_store_reachable, resolve_address
 from gppo.sweep.lock import LaunchBusy, sweep_lock
 from gppo.sweep.owner import pid_alive
 from gppo.sweep.session import Session, SweepContext, open_sweep
@@ -243,26 +243,28 @@ class Launcher:
         self.stop_event.set()
 
     def _run(self) -> LaunchResult:
-        ctx = open_sweep(self.plan, address=self.address)
-        try:
-            disp = ctx.dispatcher()
-        except OSError as exc:  # the Jobs API did not answer at all (refused, timed out)
-            raise ClusterUnreachable(self._unreachable_line(ctx, "did not answer", exc)) from None
-        result = LaunchResult(self.plan.sweep_id)
-        restore = signals_set(self.stop_event)
-        marker = ctx.state_dir / "launcher.json"
-        here = ctx.cluster is not None and ctx.cluster.local  # the jobs run on this machine
-        try:
-            result.cells = reconcile(ctx, disp, list(self.plan.cells))
-            marker.write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
-            with self.backend.serving(list(self.plan.cells), on_this_machine=here) as self._served:
+        # what the jobs share on this machine (a local head) starts while the head starts
+        here = resolve_address(self.address or self.plan.spec.ray.address) is None
+        with self.backend.serving(list(self.plan.cells), on_this_machine=here) as self._served:
+            ctx = open_sweep(self.plan, address=self.address)
+            try:
+                disp = ctx.dispatcher()
+            except OSError as exc:  # the Jobs API did not answer at all (refused, timed out)
+                line = self._unreachable_line(ctx, "did not answer", exc)
+                raise ClusterUnreachable(line) from None
+            result = LaunchResult(self.plan.sweep_id)
+            restore = signals_set(self.stop_event)
+            marker = ctx.state_dir / "launcher.json"
+            try:
+                result.cells = reconcile(ctx, disp, list(self.plan.cells))
+                marker.write_text(json.dumps({"pid": os.getpid(), "started": time.time()}))
                 self._loop(ctx, disp, result)
-        except KeyboardInterrupt:
-            result.interrupted = True
-            self._interrupt(ctx, disp, result)
-        finally:
-            restore()
-            marker.unlink(missing_ok=True)
+            except KeyboardInterrupt:
+                result.interrupted = True
+                self._interrupt(ctx, disp, result)
+            finally:
+                restore()
+                marker.unlink(missing_ok=True)
         self._close(ctx, result)
         return result
 

@@ -58,13 +58,11 @@ class LocalBackend(Backend):
         if not (on_this_machine and cells and forkserver.enabled()):
             yield lambda job: job
             return
-        with forkserver.running(JOB_ENV) as path:
-            if path is None:
-                yield lambda job: job
-                return
+        with forkserver.running(JOB_ENV) as server:
 
             def served(job: Job) -> Job:
-                if job.argv[1:3] != ("-m", self.entrypoint_module):
+                path = server.path()  # the first job waits for the server's imports
+                if path is None or job.argv[1:3] != ("-m", self.entrypoint_module):
                     return job
                 argv = (job.argv[0], forkserver.CLIENT_SCRIPT, *job.argv[3:])
                 env = {**job.env, forkserver.ENV_SOCKET: path}

@@ -137,8 +137,9 @@ def _spawn(conn: socket.socket, server_fds: list[int]) -> None:
             os._exit(0)
         for fd in server_fds:
             os.close(fd)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
+        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):  # as in a fresh process
             signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -191,12 +192,33 @@ def serve(path: str, parent: int | None = None) -> None:
             os.unlink(path)
 
 
+class Server:
+    """A started server: :meth:`path` waits (once) until it has imported everything."""
+
+    def __init__(self, proc: subprocess.Popen, socket_path: str, log: Path, timeout_s: float):
+        self.proc, self.socket_path, self.log, self.timeout_s = proc, socket_path, log, timeout_s
+        self._ready: bool | None = None
+
+    def path(self) -> str | None:
+        """The socket, or None (said once, on stderr) when the server did not come up within
+        ``timeout_s``: the cells then import their modules themselves."""
+        if self._ready is None:
+            self._ready = _ready(self.proc, self.timeout_s)
+            if not self._ready:
+                lines = self.log.read_text(errors="replace").strip().splitlines()
+                print(
+                    "gppo: the cells' fork server did not start "
+                    f"({lines[-1] if lines else 'no output'}); each cell imports its own modules",
+                    file=sys.stderr,
+                )
+        return self.socket_path if self._ready else None
+
+
 @contextlib.contextmanager
-def running(env: Mapping[str, str], timeout_s: float = 120.0) -> Iterator[str | None]:
+def running(env: Mapping[str, str], timeout_s: float = 120.0) -> Iterator[Server]:
     """Start a server for this process's launch (``env``: the cells' job environment, e.g. the
-    OpenMP thread count that torch reads when it is imported); yield its socket path, or None
-    (with a line on stderr) when it did not come up within ``timeout_s``, in which case the
-    cells import their modules themselves."""
+    OpenMP thread count that torch reads when it is imported). It imports while the launch
+    starts its Ray head; :meth:`Server.path` waits for it. Stopped on exit."""
     folder = tempfile.mkdtemp(prefix="gppo-fork-")
     path, log = os.path.join(folder, "cells.sock"), Path(folder, "server.log")
     with log.open("w") as err:
@@ -210,16 +232,7 @@ def running(env: Mapping[str, str], timeout_s: float = 120.0) -> Iterator[str | 
             text=True,
         )
     try:
-        if _ready(proc, timeout_s):
-            yield path
-        else:
-            lines = log.read_text(errors="replace").strip().splitlines()
-            print(
-                f"gppo: the cells' fork server did not start ({lines[-1] if lines else 'no output'}"
-                "); each cell imports its own modules",
-                file=sys.stderr,
-            )
-            yield None
+        yield Server(proc, path, log, timeout_s)
     finally:
         if proc.poll() is None:
             proc.terminate()
