@@ -18,9 +18,12 @@ import time
 from typing import Any
 
 from gppo import metrics as M
-from gppo.backends.local.forkserver import ENV_FORKED
 from gppo.cell import Cell
 from gppo.store.tracking import cell_tags
+
+#: ``1`` in a cell process forked by the launch's fork server (:mod:`.forkserver`; the run's
+#: ``perf/forked``)
+ENV_FORKED = "GPPO_FORKED_CELL"
 
 
 def _parse_value(text: str) -> Any:

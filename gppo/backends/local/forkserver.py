@@ -43,8 +43,6 @@ from pathlib import Path
 ENV_SOCKET = "GPPO_FORK_SOCKET"
 #: ``GPPO_FORK_SERVER=0`` in the launcher's environment: no server, each cell imports its own
 ENV_SWITCH = "GPPO_FORK_SERVER"
-#: set to ``1`` in a cell process the server forked (the run's ``perf/forked``)
-ENV_FORKED = "GPPO_FORKED_CELL"
 #: the jobs' entrypoint script (run by path: the standard library only)
 CLIENT_SCRIPT = str(Path(__file__).with_name("forkclient.py"))
 #: what the server imports before it forks: what every cell imports before its first step
@@ -87,7 +85,7 @@ def read_request(conn: socket.socket) -> tuple[dict, list[int]]:
 
 def _run_cell(request: Mapping, conn: socket.socket) -> int:
     """In the grandchild: become the client's cell process and run the cell; its exit code."""
-    from gppo.backends.local.__main__ import main
+    from gppo.backends.local.__main__ import ENV_FORKED, main
 
     os.chdir(request["cwd"])
     os.environ.clear()
