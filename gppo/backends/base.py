@@ -81,11 +81,9 @@ class Backend(ABC):
         submitted (idempotent; e.g. the verl smoke assets). Default: nothing."""
 
     @contextlib.contextmanager
-    def serving(
-        self, cells: list[Cell], *, on_this_machine: bool
-    ) -> Iterator[Callable[[Job], Job]]:
-        """Around a launch's dispatch: start what the launch's jobs can share and yield how a
-        job uses it (``on_this_machine``: the jobs run here, on a local Ray head). The local
+    def serving(self, *, on_this_machine: bool) -> Iterator[Callable[[Job], Job]]:
+        """Around a launch's (or a study's) dispatch: start what its jobs can share and yield
+        how a job uses it (``on_this_machine``: the jobs run here, on a local Ray head). The local
         backend starts its fork server (:mod:`gppo.backends.local.forkserver`). Default:
         nothing, jobs unchanged."""
         yield lambda job: job

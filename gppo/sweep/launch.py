@@ -245,7 +245,7 @@ class Launcher:
     def _run(self) -> LaunchResult:
         # what the jobs share on this machine (a local head) starts while the head starts
         here = resolve_address(self.address or self.plan.spec.ray.address) is None
-        with self.backend.serving(list(self.plan.cells), on_this_machine=here) as self._served:
+        with self.backend.serving(on_this_machine=here) as self._served:
             ctx = open_sweep(self.plan, address=self.address)
             try:
                 disp = ctx.dispatcher()

@@ -46,16 +46,14 @@ class LocalBackend(Backend):
         return Job(argv=argv, env=dict(JOB_ENV), resources=cell.resources)
 
     @contextlib.contextmanager
-    def serving(
-        self, cells: list[Cell], *, on_this_machine: bool
-    ) -> Iterator[Callable[[Job], Job]]:
+    def serving(self, *, on_this_machine: bool) -> Iterator[Callable[[Job], Job]]:
         """On a local Ray head, one fork server per launch imports the cells' modules once and
         each job hands its cell to it (:mod:`.forkserver`; the job falls back to importing them
         itself when the server is gone). ``GPPO_FORK_SERVER=0`` in the launcher's environment:
         no server."""
         from gppo.backends.local import forkserver
 
-        if not (on_this_machine and cells and forkserver.enabled()):
+        if not (on_this_machine and forkserver.enabled()):
             yield lambda job: job
             return
         with forkserver.running(JOB_ENV) as server:

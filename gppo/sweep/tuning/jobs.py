@@ -10,10 +10,11 @@ Ray submission ids unique), ended from the trial's Optuna state by :func:`end_tr
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gppo import metrics as M
-from gppo.backends.base import get_backend
+from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.grid import GridSpec
 from gppo.store.tracking import log_params, sweep_filter
@@ -44,10 +45,16 @@ def open_study_session(grid: GridSpec, name: str, study_name: str) -> Session:
 
 
 def submit_trial(
-    disp: Dispatcher, cell: Cell, number: int, params: dict[str, Any], study_name: str
+    disp: Dispatcher,
+    cell: Cell,
+    number: int,
+    params: dict[str, Any],
+    study_name: str,
+    served: Callable[[Job], Job] = lambda job: job,
 ) -> Attempt:
-    """Create trial ``number``'s child run (params ``trial.<name>``) and submit its cell's job."""
-    job = get_backend(cell.backend).job(cell)
+    """Create trial ``number``'s child run (params ``trial.<name>``) and submit its cell's job
+    (as the backend's :meth:`~gppo.backends.base.Backend.serving` makes it: ``served``)."""
+    job = served(get_backend(cell.backend).job(cell))
     tags = {M.TAG_TRIAL_NUMBER: str(number), M.TAG_STUDY_NAME: study_name}
     # stride 1000: an id left on the cluster by an earlier study of this name is skipped
     # without taking the next trial's number

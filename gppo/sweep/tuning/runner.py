@@ -17,16 +17,18 @@ import contextlib
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from gppo.backends.base import Job, get_backend
 from gppo.errors import TuneError
 from gppo.grid import SpecError
 from gppo.store.uri import resolve_tracking_uri
 from gppo.sweep.dispatcher import ACTIVE
-from gppo.sweep.guard import check_store_reachable
+from gppo.sweep.guard import check_store_reachable, resolve_address
 from gppo.sweep.signals import signals_set
 from gppo.sweep.tuning import attrs, readback
 from gppo.sweep.tuning.cells import check_spec, trial_cell
@@ -70,10 +72,12 @@ class Tuner:
         self.last_failure = ""
         self.k = int((spec.base.get("eval") or {}).get("k", 8))
         self._last_beat = 0.0
+        #: what the backend's ``serving`` makes of a trial's job (its fork server, for local)
+        self._served: Callable[[Job], Job] = lambda job: job
 
     # --- setup -------------------------------------------------------------------------------
     def open(self) -> None:
-        grid = check_spec(self.spec)  # raises before anything is started
+        grid = self.grid = check_spec(self.spec)  # raises before anything is started
         check_store_reachable(  # a remote cluster must reach the store (before any write)
             grid.ray.address,
             resolve_tracking_uri(grid.tracking.uri),
@@ -95,7 +99,9 @@ class Tuner:
         try:
             recover(self)
             last_recover = time.monotonic()
-            with self.progress.live(self):
+            here = resolve_address(self.grid.ray.address) is None  # trials run on this machine
+            serving = get_backend(self.grid.backend).serving(on_this_machine=here)
+            with self.progress.live(self), serving as self._served:
                 while True:
                     if stop.is_set():
                         raise KeyboardInterrupt
@@ -164,7 +170,9 @@ class Tuner:
         trial.set_user_attr(attrs.CONFIG, cfg.label)
         trial.set_user_attr(attrs.RAY_ADDRESS, self.disp.cluster.address)
         try:
-            att = submit_trial(self.disp, cell, trial.number, trial.params, self.spec.study_name)
+            att = submit_trial(
+                self.disp, cell, trial.number, trial.params, self.spec.study_name, self._served
+            )
         except Exception as err:  # the dispatcher ended the run FAILED already
             self.fail(trial, f"submit failed: {err}")
             return
