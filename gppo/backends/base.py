@@ -70,10 +70,11 @@ class Backend(ABC):
         """Benchmarks the spec may name, or ``None`` when any name is allowed."""
         return None
 
-    def stall_timeout_s(self, settings: BaseModel) -> float | None:
+    def stall_timeout_s(self, settings: BaseModel, *, first_step: bool = False) -> float | None:
         """Default of ``retries.stall_timeout_s`` for a cell with these settings: how long its
-        run may log no new training step (the first one included) before the attempt is
-        stopped and retried. ``None``: no stall detection."""
+        run may log no new training step before the attempt is stopped and retried; with
+        ``first_step``, before its first one (``retries.first_step_timeout_s``'s default).
+        ``None``: no stall detection."""
         return None
 
     def prepare(self, settings: BaseModel) -> None:  # noqa: B027 (optional hook)

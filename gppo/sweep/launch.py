@@ -517,14 +517,14 @@ class Launcher:
 
     def stall_timeout_s(self, cell: Cell, *, first_step: bool = False) -> float:
         """``retries.stall_timeout_s``, else the backend's default for the cell; 0: never. With
-        ``first_step``, the limit before an attempt's first step (``retries.first_step_timeout_s``,
-        default the same)."""
+        ``first_step``, the limit before an attempt's first step: ``retries.first_step_timeout_s``,
+        else ``retries.stall_timeout_s``, else the backend's first-step default."""
         if first_step and self.retries.first_step_timeout_s is not None:
             return self.retries.first_step_timeout_s
         if self.retries.stall_timeout_s is not None:
             return self.retries.stall_timeout_s
         settings = self.backend.validate_settings(cell.settings)
-        return self.backend.stall_timeout_s(settings) or 0.0
+        return self.backend.stall_timeout_s(settings, first_step=first_step) or 0.0
 
     def _stop_stalled(self, disp: Dispatcher, cells: dict[str, CellState]) -> None:
         """Stop each attempt that has logged no new training step for its stall timeout; it
@@ -537,11 +537,8 @@ class Launcher:
                 continue
             att = st.current
             since = "its submission" if first else f"step {st.step}"
-            knob = (
-                "first_step_timeout_s"
-                if first and self.retries.first_step_timeout_s
-                else "stall_timeout_s"
-            )
+            own_knob = self.retries.first_step_timeout_s or self.retries.stall_timeout_s is None
+            knob = "first_step_timeout_s" if first and own_knob else "stall_timeout_s"
             note = (
                 f"stalled: no new training step for {now - st.progress_at:.0f} s since {since} "
                 f"(retries.{knob} = {limit:g}); attempt stopped"

@@ -264,7 +264,9 @@ def test_stall_timeout_defaults_come_from_the_backend(tmp_path):
     from gppo.backends.local.settings import LocalSettings
 
     local = get_backend("local")
-    assert local.stall_timeout_s(LocalSettings()) >= 600 + 0.3 * LocalSettings().warmstart_steps
+    s = LocalSettings()
+    assert local.stall_timeout_s(s, first_step=True) >= 600 + 0.3 * s.warmstart_steps  # a build
+    assert local.stall_timeout_s(s) == 600  # between steps: no build, whatever the cap
     plan = load_plan(write_spec(tmp_path, None, name="nostall"))
     assert Launcher(plan).stall_timeout_s(plan.cells[0]) == 0.0  # the probe backend: never
     spec = write_spec(tmp_path, None, name="stall", retries={"stall_timeout_s": 7})

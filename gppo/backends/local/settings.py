@@ -24,7 +24,7 @@ class LocalSettings(BaseModel):
     # base model: supervised warm start on a noisy distribution, stopped on a validation target
     # (shipped with the package for the defaults, else built once and cached on disk)
     warmstart_steps: int = Field(
-        6000, ge=0, description="the most supervised steps, restarts included"
+        30000, ge=0, description="the most supervised steps, restarts included"
     )
     warmstart_target: float | None = Field(
         None,
@@ -41,7 +41,7 @@ class LocalSettings(BaseModel):
         "None: warmstart_check_every throughout",
     )
     warmstart_restart_after: int | None = Field(
-        None,
+        4000,
         ge=1,
         description="an attempt whose checks have not reached half the target in this many steps "
         "starts over from fresh weights; None: never",

@@ -15,10 +15,14 @@ validation prompts (:meth:`Domain.validation`, disjoint from the benchmarks and 
 the warm start stops at the first check whose domain mean reaches ``warmstart_target``. Where it
 stops varies with the machine; what it stops *at* does not (docs/testbed.md measures the spread).
 
-Two opt-in parts of the recipe (off by default, so the shipped bases keep their keys):
-``warmstart_fine_check_every`` checks more often once a check has reached half the target, and
-``warmstart_restart_after`` starts an attempt that has not reached half the target within that
-many steps over from fresh weights (the time to the transition is heavy-tailed).
+**Why restarts.** The time to the transition is heavy-tailed: with the default seeds, about
+half the attempts cross within 1,350-3,100 steps and the others are still below half the target
+after 4,000 (some learn slowly for 6,000 steps and more). So an attempt that has not reached half
+the target within ``warmstart_restart_after`` (4,000) steps starts over from fresh weights, with
+the next attempt's seeds, up to ``warmstart_steps`` (30,000) in all: every one of 10 builds
+(5 seeds x 1 and 2 threads) then reaches the target, their benchmark means within 2.6 points
+(docs/testbed.md). ``warmstart_fine_check_every`` (opt-in, off by default and then out of the
+key) checks more often once a check has reached half the target.
 
 The default base of each domain is shipped with the package (:mod:`.shipped`), so the quick start
 builds nothing. Other settings build one, cached on disk under a hash of every setting it depends
@@ -192,9 +196,9 @@ def train_base(
 
     With ``warmstart_restart_after`` set, an attempt whose checks have not reached half the
     target within that many steps starts over from fresh weights (the next attempt's seeds): the
-    time to the transition is heavy-tailed (on clean answers, most attempts cross within 2,600
-    steps and the rest sit in a basin at 6-9 % far longer; docs/testbed.md), and restarting, as
-    a SAT solver does, bounds it. A build that never restarts is the build without the rule."""
+    time to the transition is heavy-tailed (docs/testbed.md), and restarting, as a SAT solver
+    does, bounds it. A build that never restarts is the build without the rule (the shipped
+    bases stopped at 1,750 and 900 steps, before it could act)."""
     domain = get_domain(settings.domain)
     noise = settings.warmstart_noise
     run = WarmstartRun(target=resolved_target(settings))
@@ -269,7 +273,7 @@ def _build_note(settings: LocalSettings, key: str) -> str:
     return (
         f"building a base model for these settings (key {key}; the package ships the default "
         f"{settings.domain} base only): up to {settings.warmstart_steps} steps, stopping at "
-        f"validation avg@{CHECK_K} {resolved_target(settings)}, typically 2-6 minutes on one "
+        f"validation avg@{CHECK_K} {resolved_target(settings)}, typically 2-15 minutes on one "
         "core; a self-built base can differ from machine to machine (float rounding), the "
         "shipped one does not"
     )

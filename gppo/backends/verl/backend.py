@@ -89,7 +89,7 @@ class VerlBackend(Backend):
     def known_benchmarks(self, settings: VerlSettings) -> tuple[str, ...]:
         return tuple(settings.benchmark_files)
 
-    def stall_timeout_s(self, settings: VerlSettings) -> float | None:
+    def stall_timeout_s(self, settings: VerlSettings, *, first_step: bool = False) -> float | None:
         """An hour: between two logged steps verl may load the model, start vLLM, run a
         validation pass (every ``eval_every`` steps) and save a checkpoint (``save_every``)."""
         return 3600.0

@@ -49,11 +49,16 @@ def test_opt_in_recipe_parts_stay_out_of_the_key_when_off() -> None:
     from gppo.backends.local.warmstart import warmstart_key
 
     default = LocalSettings()
-    assert "warmstart_restart_after" not in warmstart_key(default)
-    # the shipped base was built before these settings existed: its key is still the default's
-    assert shipped_record("math")["hash"] == warmstart_hash(default)
+    assert "warmstart_fine_check_every" not in warmstart_key(default)  # off: not in the key
+    assert warmstart_key(default)["warmstart_restart_after"] == 4000  # on by default
+    # the shipped bases are the default settings' (re-keyed for the restart rule)
+    for domain in ("math", "code"):
+        assert shipped_record(domain)["hash"] == warmstart_hash(LocalSettings(domain=domain))
+    off = LocalSettings(warmstart_restart_after=None)
+    assert "warmstart_restart_after" not in warmstart_key(off)
+    assert warmstart_hash(off) != warmstart_hash(default)
     on = LocalSettings(warmstart_restart_after=2500, warmstart_fine_check_every=10)
-    assert warmstart_key(on)["warmstart_restart_after"] == 2500
+    assert warmstart_key(on)["warmstart_fine_check_every"] == 10
     assert warmstart_hash(on) != warmstart_hash(default)
 
 
