@@ -15,12 +15,12 @@ validation prompts (:meth:`Domain.validation`, disjoint from the benchmarks and 
 the warm start stops at the first check whose domain mean reaches ``warmstart_target``. Where it
 stops varies with the machine; what it stops *at* does not (docs/testbed.md measures the spread).
 
-**Why restarts.** The time to the transition is heavy-tailed: with the default seeds, about
-half the attempts cross within 1,350-3,100 steps and the others are still below half the target
-after 4,000 (some learn slowly for 6,000 steps and more). So an attempt that has not reached half
-the target within ``warmstart_restart_after`` (4,000) steps starts over from fresh weights, with
+**Why restarts.** The time to the transition is heavy-tailed: of 18 math attempts (10 builds),
+10 reached the target 1,150-6,850 steps after their start and 8 were still below half of it
+after 4,000 (without restarts, some learned slowly for 6,000 steps and more). So an attempt that
+has not reached half the target within ``warmstart_restart_after`` (4,000) steps starts over from fresh weights, with
 the next attempt's seeds, up to ``warmstart_steps`` (30,000) in all: every one of 10 builds
-(5 seeds x 1 and 2 threads) then reaches the target, their benchmark means within 2.6 points
+(5 seeds x 1 and 2 threads) then reaches the target, their benchmark means within 4.7 points
 (docs/testbed.md). ``warmstart_fine_check_every`` (opt-in, off by default and then out of the
 key) checks more often once a check has reached half the target.
 
