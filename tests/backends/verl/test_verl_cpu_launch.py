@@ -11,6 +11,7 @@ Nothing is mocked: real Ray heads, real verl and vLLM processes, a SQLite MLflow
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -62,10 +63,12 @@ def _launch(venv: Path, spec: Path, cache: Path, log: Path) -> subprocess.Popen:
         )  # fmt: skip
 
 
+@functools.cache
 def _client(uri: str):
-    """A client on the test's store, opened the way the product opens it (``Tracking``: one
+    """A client on the test's store, opened once, the way the product opens it (``Tracking``: one
     process at a time creates a fresh store's schema; polling it while the launcher creates it
-    raced MLflow's migrations once)."""
+    raced MLflow's migrations once). Opening one per poll took seconds on two cores busy with
+    verl, and the test missed the steps it waits for (a 14 s window for three faults)."""
     return Tracking(uri).client
 
 
@@ -152,7 +155,7 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
 
     Both cells finish with their evaluations, non-zero gradients and every training step once,
     and the relaunch prints Table 1 of both."""
-    steps = 20  # a tiny step takes about 0.7 s: room for the faults before the end
+    steps = 30  # a tiny step takes about 0.7 s: room for the faults before the end
     spec = _spec(
         tmp_path,
         verl={"total_steps": steps, "eval_every": steps, "save_every": 1},
