@@ -47,11 +47,16 @@ def sample(
     """Sample ``n_samples`` responses per prompt (rows grouped by prompt)."""
     was_training = policy.training
     policy.eval()
-    enc = [encode(p) for p in prompts for _ in range(n_samples)]
-    ids, valid = left_pad(enc)
-    b = ids.shape[0]
+    # the prefill runs once per prompt; its G samples share its logits and KV cache (rows
+    # repeated: B = prompts x G, row i belongs to prompt i // G)
+    ids, valid = left_pad([encode(p) for p in prompts])
     logits, cache = policy(ids, valid, return_cache=True)
-    last = logits[:, -1]
+    ids, valid = ids.repeat_interleave(n_samples, 0), valid.repeat_interleave(n_samples, 0)
+    last = logits[:, -1].repeat_interleave(n_samples, 0)
+    cache = [
+        (k.repeat_interleave(n_samples, 0), v.repeat_interleave(n_samples, 0)) for k, v in cache
+    ]
+    b = ids.shape[0]
     pos = valid.sum(1)
     key_valid = valid
     done = torch.zeros(b, dtype=torch.bool)
