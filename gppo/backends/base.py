@@ -82,11 +82,14 @@ class Backend(ABC):
         submitted (idempotent; e.g. the verl smoke assets). Default: nothing."""
 
     @contextlib.contextmanager
-    def serving(self, *, on_this_machine: bool) -> Iterator[Callable[[Job], Job]]:
+    def serving(
+        self, *, on_this_machine: bool, on_job_end: Callable[[], None] | None = None
+    ) -> Iterator[Callable[[Job], Job]]:
         """Around a launch's (or a study's) dispatch: start what its jobs can share and yield
         how a job uses it (``on_this_machine``: the jobs run here, on a local Ray head). The local
-        backend starts its fork server (:mod:`gppo.backends.local.forkserver`). Default:
-        nothing, jobs unchanged."""
+        backend starts its fork server (:mod:`gppo.backends.local.forkserver`), which calls
+        ``on_job_end`` (from another thread) as soon as a cell returns, ahead of Ray's job
+        status: a hint to poll now. Default: nothing, jobs unchanged, no hint."""
         yield lambda job: job
 
     @abstractmethod

@@ -51,6 +51,11 @@ from gppo.sweep.session import Session, SweepContext, open_sweep
 from gppo.sweep.signals import signals_set
 
 log = logging.getLogger(__name__)
+
+#: after the backend says a cell has returned: a round every HURRY_POLL_S for HURRY_S seconds
+HURRY_POLL_S, HURRY_S = 0.1, 3.0
+#: how soon a wait notices a stop (Ctrl-C, SIGTERM, a lost lease)
+STOP_CHECK_S = 0.25
 #: called as ``hook(plan, ref)`` (:class:`~gppo.store.ref.SweepRef`) once every cell has finished;
 #: what it returns is kept as :attr:`LaunchResult.report` (the CLI passes the report writer)
 AfterSweep = Callable[..., Any]
@@ -217,6 +222,9 @@ class Launcher:
         self._tracking_error = ""
         #: what the backend's :meth:`~gppo.backends.base.Backend.serving` makes of a job
         self._served: Callable[[Job], Job] = lambda job: job
+        #: set (from the backend's thread) when a cell has returned: poll now, not in poll_s
+        self._cell_ended = threading.Event()
+        self._hurry_until = 0.0  # monotonic time until which rounds come every HURRY_POLL_S
 
     def run(self) -> LaunchResult:
         """Check the store is reachable from the cluster, hold the sweep's lock, dispatch.
@@ -245,7 +253,8 @@ class Launcher:
     def _run(self) -> LaunchResult:
         # what the jobs share on this machine (a local head) starts while the head starts
         here = resolve_address(self.address or self.plan.spec.ray.address) is None
-        with self.backend.serving(on_this_machine=here) as self._served:
+        served = self.backend.serving(on_this_machine=here, on_job_end=self._cell_ended.set)
+        with served as self._served:
             ctx = open_sweep(self.plan, address=self.address)
             try:
                 disp = ctx.dispatcher()
@@ -280,7 +289,9 @@ class Launcher:
         while not self.stop_event.is_set():
             now = time.time()
             for st in [c for c in cells.values() if c.state == RUNNING]:
-                if not self._poll(ctx, st, disp) and self._silent_since is not None:
+                if self._poll(ctx, st, disp):
+                    self._hurry_until = 0.0  # found: back to poll_s rounds
+                elif self._silent_since is not None:
                     break  # no answer: the other polls of this round would wait in vain too
             self._check_silence(ctx)
             if self._tracking_answers(ctx):  # else submissions and endings wait for it
@@ -306,8 +317,23 @@ class Launcher:
                 return
             waits = [c.ready_at - now for c in cells.values() if c.state == WAITING]
             delay = min([self.poll_s, *(w for w in waits if w > 0)])
-            self.stop_event.wait(max(0.05, delay))
+            self._pause(max(0.05, delay))
         raise KeyboardInterrupt
+
+    def _pause(self, delay: float) -> None:
+        """Wait ``delay`` s for the next round, less when the backend says a cell has returned:
+        its job ends within tenths of a second (Ray sees the process exit), so rounds then come
+        every :data:`HURRY_POLL_S` for :data:`HURRY_S` and the free slot is refilled at once. A
+        stop ends the wait within :data:`STOP_CHECK_S`."""
+        now = time.monotonic()
+        if now < self._hurry_until:
+            delay = min(delay, HURRY_POLL_S)
+        end = now + delay
+        while not self.stop_event.is_set() and (left := end - time.monotonic()) > 0:
+            if self._cell_ended.wait(min(left, STOP_CHECK_S)):
+                self._cell_ended.clear()
+                self._hurry_until = time.monotonic() + HURRY_S
+                return
 
     def _poll(self, ctx: SweepContext, st: CellState, disp: Dispatcher) -> bool:
         """True when the cell's job has ended (its state becomes ENDING)."""
@@ -578,13 +604,17 @@ class Launcher:
             self.on_update(result)
             return
         result.ref = self._ref(ctx, result)
-        still_running = any(c.state == RUNNING for c in result.cells.values())
-        if not still_running:
-            status = "FINISHED" if result.ok else ("KILLED" if result.interrupted else "FAILED")
-            ctx.close(status)  # the parent run, then the local head this sweep started
-        self.on_update(result)
-        if result.ok and self.after_sweep is not None:
-            run_after_sweep_hook(ctx, result, self.after_sweep)
+
+        def report() -> None:
+            self.on_update(result)
+            if result.ok and self.after_sweep is not None:
+                run_after_sweep_hook(ctx, result, self.after_sweep)
+
+        if any(c.state == RUNNING for c in result.cells.values()):
+            report()
+            return
+        status = "FINISHED" if result.ok else ("KILLED" if result.interrupted else "FAILED")
+        ctx.close(status, meanwhile=report)  # the report is written while the local head stops
 
 
 def _reason(error: object) -> str:

@@ -8,6 +8,8 @@ parent run, state dir, cluster and :class:`~gppo.sweep.dispatcher.Dispatcher`; o
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,11 +62,21 @@ class Session:
             sweep_id=self.sweep_id,
         )
 
-    def close(self, status: str) -> None:
-        """End the parent run as ``status`` and stop the local head this sweep started."""
+    def close(self, status: str, meanwhile: Callable[[], None] | None = None) -> None:
+        """End the parent run as ``status`` and stop the local head this sweep started;
+        ``meanwhile`` (e.g. the sweep's report) runs while the head shuts down (a second or two
+        of its processes exiting), in this thread."""
         self.tracking.terminate(self.parent_run_id, status)
+        stopping = None
         if self.cluster is not None and self.cluster.local:
-            stop_local_head(self.state_dir)
+            stopping = threading.Thread(target=stop_local_head, args=(self.state_dir,))
+            stopping.start()
+        try:
+            if meanwhile is not None:
+                meanwhile()
+        finally:
+            if stopping is not None:
+                stopping.join()
 
 
 @dataclass

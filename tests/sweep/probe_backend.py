@@ -3,7 +3,12 @@ that logs into its MLflow run and can be told to fail, sleep or crash."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import os
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -12,6 +17,8 @@ from gppo.backends.base import Backend, Job, register_backend
 from gppo.cell import Cell
 
 PROBE_SCRIPT = str(Path(__file__).with_name("probe_job.py"))
+#: the job's environment variable naming the socket a ``probe_hint`` cell tells when it returns
+ENV_NOTIFY = "GPPO_PROBE_NOTIFY"
 
 
 class ProbeSettings(BaseModel):
@@ -62,3 +69,21 @@ class ProbeReuseBackend(ProbeBackend):
 
     name = "probe_reuse"
     reuse_run_on_retry = True
+
+
+@register_backend
+class ProbeHintBackend(ProbeBackend):
+    """Like the local backend's fork server: a cell tells the launcher when it returns (the fork
+    server's own notification socket, :func:`gppo.backends.local.forkserver.notified`)."""
+
+    name = "probe_hint"
+
+    @contextlib.contextmanager
+    def serving(
+        self, *, on_this_machine: bool, on_job_end: Callable[[], None] | None = None
+    ) -> Iterator[Callable[[Job], Job]]:
+        from gppo.backends.local.forkserver import notified
+
+        folder = tempfile.mkdtemp(prefix="gppo-probe-hint-")
+        with notified(os.path.join(folder, "ended.sock"), on_job_end) as path:
+            yield lambda job: dataclasses.replace(job, env={**job.env, ENV_NOTIFY: path or ""})

@@ -57,6 +57,10 @@ def main() -> int:
         with open(marker / f"{cell['id']}.times", "a") as fh:
             fh.write(f"end {time.time()} {os.getpid()}\n")
     print("probe done", flush=True)
+    if os.environ.get("GPPO_PROBE_NOTIFY"):  # the probe_hint backend: say the cell returned
+        from gppo.backends.local.forkserver import notify_cell_end
+
+        notify_cell_end(os.environ["GPPO_PROBE_NOTIFY"])
     return 0
 
 

@@ -47,17 +47,19 @@ class LocalBackend(Backend):
         return Job(argv=argv, env=dict(JOB_ENV), resources=cell.resources)
 
     @contextlib.contextmanager
-    def serving(self, *, on_this_machine: bool) -> Iterator[Callable[[Job], Job]]:
+    def serving(
+        self, *, on_this_machine: bool, on_job_end: Callable[[], None] | None = None
+    ) -> Iterator[Callable[[Job], Job]]:
         """On a local Ray head, one fork server per launch imports the cells' modules once and
         each job hands its cell to it (:mod:`.forkserver`; the job falls back to importing them
-        itself when the server is gone). ``GPPO_FORK_SERVER=0`` in the launcher's environment:
-        no server."""
+        itself when the server is gone); it calls ``on_job_end`` when a cell returns.
+        ``GPPO_FORK_SERVER=0`` in the launcher's environment: no server."""
         from gppo.backends.local import forkserver
 
         if not (on_this_machine and forkserver.enabled()):
             yield lambda job: job
             return
-        with forkserver.running(JOB_ENV) as server:
+        with forkserver.running(JOB_ENV, on_cell_end=on_job_end) as server:
 
             def served(job: Job) -> Job:
                 path = server.path()  # the first job waits for the server's imports

@@ -143,3 +143,22 @@ def test_the_server_exits_with_the_launcher_that_started_it(tmp_path):
     launcher.wait()
     srv.wait(timeout=10)
     assert not os.path.exists(path)  # it removed its socket on the way out
+
+
+def test_the_launcher_hears_of_each_cell_that_returns(tmp_path):
+    """``running(on_cell_end=)``: called once per returned cell, a failing one included, so the
+    launcher polls its job at once; the cell's job still ends as before."""
+    import threading
+
+    heard = threading.Semaphore(0)
+    with forkserver.running(
+        {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}, on_cell_end=heard.release
+    ) as started:
+        path = started.path()
+        assert path is not None
+        _summary(tmp_path, "heard", TINY, path)
+        assert heard.acquire(timeout=30)
+        bad = _client(["--method", "no-such-method", "--no-mlflow"], path)
+        assert bad.wait(timeout=120) != 0
+        assert heard.acquire(timeout=30)
+        assert not heard.acquire(timeout=0.5)  # once per cell
