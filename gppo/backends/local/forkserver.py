@@ -20,7 +20,7 @@ grandchild, a fresh process with everything imported, runs ``python -m gppo.back
 Wire format: the client sends one length-prefixed JSON request ``{"argv", "env", "cwd"}`` with
 its fds 0, 1, 2 attached (``SCM_RIGHTS``); the grandchild answers ``pid N\\n`` and, when the cell
 returns, ``exit C\\n``. A cell killed by a signal answers nothing: the socket closes. When the
-cell returns, the grandchild also sends one datagram to the launcher's notification socket
+cell returns, the grandchild first sends one datagram to the launcher's notification socket
 (``running(on_cell_end=)``): the launcher polls its jobs' status at once instead of at its next
 round (a quick-start cell's slot was idle for half a poll, on average, after each cell).
 """
@@ -162,8 +162,8 @@ def _spawn(conn: socket.socket, server_fds: list[int], notify: str | None = None
         code = _run_cell(request, conn)
         sys.stdout.flush()
         sys.stderr.flush()
+        notify_cell_end(notify)  # first: once the client has its exit line, the watcher kills us
         conn.sendall(f"exit {code}\n".encode())
-        notify_cell_end(notify)
     except BaseException:
         with contextlib.suppress(Exception):
             traceback.print_exc()

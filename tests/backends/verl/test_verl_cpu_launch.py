@@ -155,7 +155,10 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
 
     Both cells finish with their evaluations, non-zero gradients and every training step once,
     and the relaunch prints Table 1 of both."""
-    steps = 30  # a tiny step takes about 0.7 s: room for the faults before the end
+    # a tiny step takes 0.35-0.7 s, and on two cores busy with verl the test saw a step up to 10 s
+    # (28 steps) after it was logged: 150 steps leave room for the three faults before the end
+    # (with 30, the third attempt once finished before the test saw its first step)
+    steps = 150
     spec = _spec(
         tmp_path,
         verl={"total_steps": steps, "eval_every": steps, "save_every": 1},
