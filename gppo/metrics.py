@@ -84,6 +84,13 @@ def parse_eval_base_metric(name: str) -> tuple[str, int] | None:
     return parse_eval_metric("eval/" + name.removeprefix("eval_base/"))
 
 
+def verl_val_metric(benchmark: str, k: int) -> str:
+    """verl's own validation mean@k of one benchmark, kept beside the testbed evaluator's avg@k in a
+    ``verl.testbed`` cell's run (a second number, never read into Table 1), e.g.
+    ``verl_val/add3/mean_at_8``."""
+    return f"verl_val/{benchmark}/mean_at_{k}"
+
+
 # --- tags --------------------------------------------------------------------------------------
 TAG_PREFIX = "gppo."
 TAG_ROLE = "gppo.role"  # ROLE_SWEEP (parent run), ROLE_CELL, ROLE_TRIAL

@@ -9,6 +9,12 @@
    moved back to the run's latest logged step when a later one was saved but never logged:
    :mod:`gppo.backends.verl.resume`);
 4. after the final evaluation is in the run, sets tag ``gppo.finished=true``.
+
+With ``--testbed DOMAIN`` (a ``verl.testbed: true`` cell) it first builds the testbed's assets
+(the exported base, the benchmarks, the seed's training stream: :mod:`.testbed`), and the scores
+are the testbed evaluator's (:mod:`.yardstick`): the base model's before verl starts (step 0) and
+the last checkpoint's after it ends (step ``--total-steps``); verl's own validation is kept as
+``verl_val/…``.
 """
 
 from __future__ import annotations
@@ -36,18 +42,27 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         "--checkpoint-dir", help="the cell's verl checkpoints (trainer.default_local_dir)"
     )
     parser.add_argument("--check-only", action="store_true", help="validate and exit")
+    parser.add_argument(
+        "--testbed", metavar="DOMAIN", help="a verl.testbed cell: the testbed's assets and scores"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the cell's seed (--testbed)")
+    parser.add_argument("--prompts-per-step", type=int, default=32, help="(--testbed)")
+    parser.add_argument("--eval-seed", type=int, default=1234, help="(--testbed)")
     return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
 class _Mirror:
     """Background mirroring of verl's metrics onto ours (driver process, MLflow client only)."""
 
-    def __init__(self, run_id: str, benchmarks: list[str], k: int, every: float) -> None:
+    def __init__(
+        self, run_id: str, benchmarks: list[str], k: int, every: float, verl_scores: bool = True
+    ) -> None:
         from mlflow.tracking import MlflowClient
 
         # the job's MLFLOW_TRACKING_URI, explicitly: never a URI some library set in-process
         self.client = MlflowClient(os.environ.get(m.ENV_TRACKING_URI))
         self.run_id, self.benchmarks, self.k, self.every = run_id, benchmarks, k, every
+        self.verl_scores = verl_scores
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gppo-mirror", daemon=True)
 
@@ -59,7 +74,7 @@ class _Mirror:
     def once(self) -> list:
         from gppo.backends.verl.metrics_map import mirror_run
 
-        return mirror_run(self.client, self.run_id, self.benchmarks, self.k)
+        return mirror_run(self.client, self.run_id, self.benchmarks, self.k, self.verl_scores)
 
     def _loop(self) -> None:
         while not self._stop.wait(self.every):
@@ -74,6 +89,44 @@ class _Mirror:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+
+
+class _Testbed:
+    """The testbed side of a ``verl.testbed`` cell: its assets and the testbed evaluator's scores."""
+
+    def __init__(self, args: argparse.Namespace, benchmarks: list[str]) -> None:
+        self.args, self.benchmarks = args, benchmarks
+
+    def prepare(self) -> None:
+        from gppo.backends.verl.testbed import build_testbed_assets, ensure_train_stream
+
+        a = self.args
+        self.assets = build_testbed_assets(a.testbed)
+        ensure_train_stream(self.assets, a.seed, a.total_steps, a.prompts_per_step)
+
+    def score(self, mirror: _Mirror | None, step: int) -> None:
+        """avg@k of the base (step 0) or of verl's checkpoint at ``step``, logged once."""
+        from gppo.backends.verl.yardstick import (
+            eval_points,
+            final_hf_dir,
+            log_once,
+            score_model_dir,
+        )
+
+        a = self.args
+        if step == 0:
+            model_dir = self.assets.model_dir
+        else:
+            model_dir = final_hf_dir(a.checkpoint_dir, step)
+        scores = score_model_dir(model_dir, a.testbed, self.benchmarks, a.eval_k, a.eval_seed)
+        print(
+            f"[gppo] testbed evaluator, step {step} ({model_dir}): "
+            + ", ".join(f"{b} {v:.3f}" for b, v in scores.items()),
+            file=sys.stderr,
+            flush=True,
+        )
+        if mirror is not None:
+            log_once(mirror.client, mirror.run_id, eval_points(scores, a.eval_k, step == 0), step)
 
 
 def _run_verl(overrides: list[str]) -> None:
@@ -102,7 +155,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     benchmarks = [b for b in args.benchmarks.split(",") if b]
     run_id = os.environ.get(m.ENV_RUN_ID)
-    mirror = _Mirror(run_id, benchmarks, args.eval_k, args.mirror_every) if run_id else None
+    testbed = _Testbed(args, benchmarks) if args.testbed else None
+    mirror = (
+        _Mirror(run_id, benchmarks, args.eval_k, args.mirror_every, testbed is None)
+        if run_id
+        else None
+    )
+    if testbed is not None:
+        testbed.prepare()
+        testbed.score(mirror, step=0)
     if mirror is not None and args.checkpoint_dir:
         from gppo.backends.verl.resume import align_checkpoints
 
@@ -116,6 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if mirror is not None:
             mirror.stop()
+    if testbed is not None:
+        testbed.score(mirror, step=args.total_steps)
     if mirror is None:
         return 0
     from gppo.backends.verl.metrics_map import has_final_eval

@@ -68,8 +68,15 @@ def eval_name(verl_key: str) -> tuple[str, int] | None:
     return match["bench"], int(match["k"])
 
 
-def mapped_points(history: History, benchmarks: Sequence[str], k: int) -> list[Point]:
-    """Our points for a run whose verl metrics are ``history`` (``key -> [(step, value)]``)."""
+def mapped_points(
+    history: History, benchmarks: Sequence[str], k: int, verl_scores: bool = True
+) -> list[Point]:
+    """Our points for a run whose verl metrics are ``history`` (``key -> [(step, value)]``).
+
+    ``verl_scores=False`` (a ``verl.testbed`` cell, scored by the testbed's own evaluator:
+    :mod:`.yardstick`): verl's validation goes to ``verl_val/<benchmark>/mean_at_k`` instead of
+    ``eval/…``, and no domain mean is formed from it.
+    """
     out: list[Point] = []
     # --- evaluations -------------------------------------------------------------------------
     per_bench: dict[str, dict[int, float]] = {}
@@ -80,10 +87,11 @@ def mapped_points(history: History, benchmarks: Sequence[str], k: int) -> list[P
         steps = per_bench.setdefault(parsed[0], {})
         for step, value in history[key]:
             steps.setdefault(int(step), float(value))
+    name = m.eval_metric if verl_scores else m.verl_val_metric
     for bench, steps in sorted(per_bench.items()):
-        out.extend(Point(m.eval_metric(bench, k), s, v) for s, v in sorted(steps.items()))
+        out.extend(Point(name(bench, k), s, v) for s, v in sorted(steps.items()))
     wanted = list(benchmarks) or sorted(per_bench)
-    if wanted and all(b in per_bench for b in wanted):
+    if verl_scores and wanted and all(b in per_bench for b in wanted):
         common = set.intersection(*(set(per_bench[b]) for b in wanted))
         for step in sorted(common):
             mean = sum(per_bench[b][step] for b in wanted) / len(wanted)
@@ -120,15 +128,18 @@ def read_history(client, run_id: str, keys: Iterable[str]) -> dict[str, list[tup
     }
 
 
-def mirror_run(client, run_id: str, benchmarks: Sequence[str], k: int) -> list[Point]:
-    """Log our names for every verl metric of ``run_id`` not mirrored yet; returns what it logged."""
+def mirror_run(
+    client, run_id: str, benchmarks: Sequence[str], k: int, verl_scores: bool = True
+) -> list[Point]:
+    """Log our names for every verl metric of ``run_id`` not mirrored yet; returns what it logged
+    (``verl_scores``: see :func:`mapped_points`)."""
     import time
 
     from mlflow.entities import Metric
 
     keys = list(client.get_run(run_id).data.metrics)
     history = read_history(client, run_id, source_keys(keys))
-    points = mapped_points(history, benchmarks, k)
+    points = mapped_points(history, benchmarks, k, verl_scores)
     ours = {p.key for p in points}
     done = {
         (key, step)

@@ -141,7 +141,7 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         "algorithm.adv_estimator": "grpo",
         "algorithm.use_kl_in_reward": False,
         # data
-        "data.train_files": [s.train],
+        "data.train_files": [s.train_for(cell.seed)],
         "data.val_files": [files[b] for b in benchmarks],
         "data.train_batch_size": s.prompts_per_step,
         "data.max_prompt_length": s.max_prompt_length,

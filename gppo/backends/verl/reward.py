@@ -10,7 +10,10 @@ verl scorer to use and returns verl's dict form ``{"score", "acc"}``:
 * math: verl's ``math_dapo`` scorer (DAPO's answer matching; score ±1, acc 0/1);
 * code: verl's code scorer (``prime_code``, or sandbox fusion when configured); the reward and
   ``acc`` are 1 only when every test case passes (verifiable 0/1 reward);
-* ``smoke`` (the verl CPU smoke preset, :mod:`gppo.backends.verl.cpu.smoke`): :func:`smoke_score`.
+* ``smoke`` (the verl CPU smoke preset, :mod:`gppo.backends.verl.cpu.smoke`): :func:`smoke_score`;
+* the CPU testbed's tasks (``verl.testbed: true``, :mod:`gppo.backends.verl.testbed`): the training
+  source ``testbed-math`` and the four math benchmarks, each its own ``data_source``, scored by the
+  testbed's own scorer (exact 0/1: ``score`` = ``acc``).
 """
 
 from __future__ import annotations
@@ -33,7 +36,15 @@ SCORER_OF: dict[str, str] = {
     "apps": "apps",
     # smoke runs (verl CPU mode): scored here, not by verl
     "smoke": "smoke",
+    # the CPU testbed's math tasks (verl.testbed: true): the testbed's own scorer
+    "testbed-math": "testbed-math",
+    "add-small": "testbed-math",
+    "add": "testbed-math",
+    "sub": "testbed-math",
+    "add3": "testbed-math",
 }
+#: Scorers that are the CPU testbed's own, by domain.
+TESTBED_SCORERS: dict[str, str] = {"testbed-math": "math"}
 CODE_SCORERS = frozenset({"codeforces", "codecontests", "taco", "apps"})
 
 
@@ -60,10 +71,14 @@ def compute_score(
         raise ValueError(
             f"no scorer for data_source {data_source!r}; known: {', '.join(sorted(SCORER_OF))}"
         ) from None
-    from verl.utils.reward_score import default_compute_score
-
     if scorer == "smoke":
         return smoke_score(solution_str, ground_truth)
+    if scorer in TESTBED_SCORERS:
+        from gppo.backends.verl.testbed import testbed_score
+
+        return testbed_score(TESTBED_SCORERS[scorer], solution_str, ground_truth)
+    from verl.utils.reward_score import default_compute_score
+
     result = default_compute_score(scorer, solution_str, ground_truth, extra_info, **kwargs)
     score = float(result["score"]) if isinstance(result, dict) else float(result)
     if scorer in CODE_SCORERS:

@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gppo.backends.verl.cpu.smoke import SMOKE_SOURCE, SmokeAssets, assets_root
+from gppo.backends.verl.testbed import TestbedAssets
 
 #: Evaluation benchmarks per domain (the paper's Table 1 columns), in report order.
 DOMAIN_BENCHMARKS: dict[str, tuple[str, ...]] = {
@@ -40,6 +41,15 @@ class VerlSettings(BaseModel):
     #: the ``smoke`` reward, :mod:`gppo.backends.verl.cpu.smoke`) instead of ``model_path``,
     #: ``train_file`` and ``val_files``, which must then be left out.
     smoke_assets: bool = False
+    #: Train the CPU testbed's base model of ``domain`` (the shipped one, exported as a GPT-2 Hugging
+    #: Face model) on the testbed's own training prompts, benchmarks and exact 0/1 reward, and
+    #: score the base and the final policy with the testbed's own evaluator (avg@k, seed
+    #: ``eval_seed``), so the rows line up with ``backend: local`` cells
+    #: (:mod:`gppo.backends.verl.testbed`). ``model_path``, ``train_file`` and ``val_files`` must
+    #: then be left out.
+    testbed: bool = False
+    #: The testbed evaluator's seed (``testbed: true``; LocalSettings.eval_seed).
+    eval_seed: int = 1234
     #: Local path (on every node) of the base model, e.g. /shared/models/Qwen3-8B-Base.
     model_path: str | None = Field(None, min_length=1)
     #: Training parquet written by ``gppo-sweep data prepare`` (DAPO-Math-17k / Eurus-Code-25k).
@@ -57,11 +67,22 @@ class VerlSettings(BaseModel):
     sequence_parallel: int = Field(1, ge=1)
     #: Token budget per GPU for dynamic micro-batching (default: one full sequence x 2).
     max_token_len_per_gpu: int | None = Field(None, ge=1)
+    #: Precision of the actor's parameters and compute (FSDP mixed precision) and of the vLLM
+    #: rollout engine. bfloat16 is verl's default; float32 is what a parity run with the testbed
+    #: needs (both sides then sample and score the same distribution).
+    dtype: Literal["bfloat16", "float32"] = "bfloat16"
+    #: verl's packed (padding-free) forward; off keeps verl on its padded path (models without
+    #: verl's remove-padding patches, e.g. the testbed's GPT-2).
+    use_remove_padding: bool = True
+    gradient_checkpointing: bool = True
+    #: vLLM's concurrent sequences per engine step (None: vLLM's default; CPU mode: 16).
+    rollout_max_num_seqs: int | None = Field(None, ge=1)
 
     # --- the paper's training setup ----------------------------------------------------------
     prompts_per_step: int = Field(128, ge=1)  # data.train_batch_size
     group_size: int = Field(8, ge=1)  # rollout.n (1024 rollouts per step)
     mini_batch_prompts: int = Field(16, ge=1)  # actor.ppo_mini_batch_size (8 updates per step)
+    ppo_epochs: int = Field(1, ge=1)
     max_prompt_length: int = Field(2048, ge=1)
     max_response_length: int = Field(20480, ge=1)
     total_steps: int = Field(400, ge=1)
@@ -98,16 +119,22 @@ class VerlSettings(BaseModel):
         given = [k for k in ("model_path", "train_file") if getattr(self, k)]
         if self.val_files:
             given.append("val_files")
-        if self.smoke_assets and given:
-            raise ValueError(
-                f"smoke_assets: true builds its own model and data; drop {', '.join(given)}"
-            )
+        if self.smoke_assets and self.testbed:
+            raise ValueError("smoke_assets and testbed are two sets of built assets; choose one")
+        for flag in ("smoke_assets", "testbed"):
+            if getattr(self, flag) and given:
+                raise ValueError(
+                    f"{flag}: true builds its own model and data; drop {', '.join(given)}"
+                )
         missing = [k for k in ("model_path", "train_file", "val_files") if k not in given]
-        if not self.smoke_assets and missing:
+        if not (self.smoke_assets or self.testbed) and missing:
             raise ValueError(
                 f"{', '.join(missing)} required (or smoke_assets: true for the built tiny model "
-                "and data)"
+                "and data, or testbed: true for the CPU testbed's base and tasks)"
             )
+        if self.testbed and self.domain != "math":
+            raise ValueError("testbed: true is built for domain math only (the code domain's "
+                             "programs are not exported to verl yet)")
         return self
 
     @model_validator(mode="after")
@@ -129,22 +156,38 @@ class VerlSettings(BaseModel):
         return SmokeAssets(assets_root()) if self.smoke_assets else None
 
     @property
-    def model(self) -> str:
-        """The base model's directory."""
-        assets = self.assets
-        return str(assets.model_dir) if assets else str(self.model_path)
+    def testbed_assets(self) -> TestbedAssets | None:
+        """The CPU testbed's exported base and tasks (``testbed: true``), else None."""
+        return TestbedAssets.for_domain(self.domain) if self.testbed else None
 
     @property
-    def train(self) -> str:
-        """The training parquet."""
+    def model(self) -> str:
+        """The base model's directory."""
+        for assets in (self.assets, self.testbed_assets):
+            if assets is not None:
+                return str(assets.model_dir)
+        return str(self.model_path)
+
+    def train_for(self, seed: int) -> str:
+        """The training parquet of a cell with this seed (the testbed's is per seed)."""
         assets = self.assets
-        return str(assets.train_file) if assets else str(self.train_file)
+        if assets is not None:
+            return str(assets.train_file)
+        testbed = self.testbed_assets
+        if testbed is not None:
+            return str(testbed.train_file(seed, self.total_steps * self.prompts_per_step))
+        return str(self.train_file)
 
     @property
     def benchmark_files(self) -> dict[str, str]:
         """``{benchmark: parquet}`` of the evaluation sets."""
         assets = self.assets
-        return {SMOKE_SOURCE: str(assets.val_file)} if assets else dict(self.val_files)
+        if assets is not None:
+            return {SMOKE_SOURCE: str(assets.val_file)}
+        testbed = self.testbed_assets
+        if testbed is not None:
+            return {b: str(testbed.benchmark_file(b)) for b in testbed.benchmarks}
+        return dict(self.val_files)
 
     @property
     def n_gpus(self) -> int:

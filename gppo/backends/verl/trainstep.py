@@ -52,12 +52,13 @@ def step_cell(cell: Cell, work: Path) -> tuple[Cell, str]:
     from gppo.backends.verl.settings import VerlSettings
 
     assets = build_smoke_assets()
-    raw = {**cell.settings, **STEP_SETTINGS, "smoke_assets": False}
+    raw = {**cell.settings, **STEP_SETTINGS, "smoke_assets": False, "testbed": False}
     raw.update(model_path=str(assets.model_dir), checkpoint_dir=str(work / "checkpoints"))
     original = VerlSettings.model_validate(cell.settings)
-    files = [original.train, *original.benchmark_files.values()]
+    train = original.train_for(cell.seed)
+    files = [train, *original.benchmark_files.values()]
     missing = [f for f in files if not Path(f).is_file()]
-    raw.update(train_file=original.train, val_files=original.benchmark_files)
+    raw.update(train_file=train, val_files=original.benchmark_files)
     benchmarks = cell.benchmarks
     if missing:
         raw.update(

@@ -1,0 +1,168 @@
+"""The CPU testbed's base model and tasks, for verl (``verl.testbed: true``).
+
+What a verl cell trains on when its spec says ``testbed: true``, built on the launching machine
+(nothing downloaded) under ``$GPPO_CACHE_DIR/verl-testbed/<version>/<domain>-<base key>/``:
+
+* ``model/``: the testbed's base model for the domain (the shipped one for the default settings)
+  exported as ``GPT2LMHeadModel`` with its char-level tokenizer
+  (:func:`gppo.backends.local.hf_export.export_policy`);
+* ``<benchmark>.parquet``: each of the domain's four held-out benchmarks in verl's RL schema, its
+  own ``data_source`` (the benchmark's name), the exact prompts the testbed evaluates;
+* ``train-s<seed>-<rows>.parquet``: the training prompts the testbed draws for that seed, in the
+  testbed's order (``Domain.sample_train`` on ``Random("gppo-local/train/<seed>")``,
+  ``prompts_per_step`` per step): read without shuffling, verl's step ``i`` sees the testbed's
+  step ``i`` prompts. Built by the cell's entrypoint (:func:`ensure_train_stream`) since it
+  depends on the cell's seed.
+
+Rewards are the testbed's own scorer (:func:`testbed_score`, used by
+:mod:`gppo.backends.verl.reward` for every ``data_source`` this module writes).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+#: Bump when the model export or the data layout change: a new directory.
+ASSETS_VERSION = "v1"
+#: ``data_source`` of the training rows: ``testbed-<domain>``.
+TRAIN_SOURCE_PREFIX = "testbed-"
+
+
+def train_source(domain: str) -> str:
+    return f"{TRAIN_SOURCE_PREFIX}{domain}"
+
+
+def _local_settings(domain: str) -> Any:
+    from gppo.backends.local.settings import LocalSettings
+
+    return LocalSettings(domain=domain)
+
+
+def assets_root(domain: str) -> Path:
+    """Where the assets of ``domain``'s default base live (keyed by the base's warm-start hash)."""
+    from gppo.backends.local.warmstart import warmstart_hash
+
+    base = os.environ.get("GPPO_CACHE_DIR")
+    root = Path(base) if base else Path.home() / ".cache" / "gppo-sweep"
+    key = warmstart_hash(_local_settings(domain))
+    return root / "verl-testbed" / ASSETS_VERSION / f"{domain}-{key}"
+
+
+@dataclass(frozen=True)
+class TestbedAssets:
+    """Paths of one domain's testbed assets for verl."""
+
+    domain: str
+    root: Path
+
+    @classmethod
+    def for_domain(cls, domain: str) -> TestbedAssets:
+        return cls(domain, assets_root(domain))
+
+    @property
+    def model_dir(self) -> Path:
+        return self.root / "model"
+
+    @property
+    def benchmarks(self) -> tuple[str, ...]:
+        from gppo.backends.local.tasks import get_domain
+
+        return get_domain(self.domain).benchmark_names
+
+    def benchmark_file(self, name: str) -> Path:
+        return self.root / f"{name}.parquet"
+
+    def train_file(self, seed: int, rows: int) -> Path:
+        return self.root / f"train-s{seed}-{rows}.parquet"
+
+    @property
+    def complete(self) -> Path:
+        return self.root / "complete"
+
+
+def _row(problem: Any, data_source: str, index: int, split: str) -> dict[str, Any]:
+    """One verl RL row: the raw prompt as one user message (the exported tokenizer's chat
+    template passes it through unchanged)."""
+    return {
+        "data_source": data_source,
+        "prompt": [{"role": "user", "content": problem.prompt}],
+        "ability": "math",
+        "reward_model": {"style": "rule", "ground_truth": problem.answer},
+        "extra_info": {"index": index, "split": split, "family": problem.family},
+    }
+
+
+def _write(rows: list[dict[str, Any]], path: Path) -> None:
+    import pandas as pd
+
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    pd.DataFrame(rows).to_parquet(tmp, index=False)
+    os.replace(tmp, path)
+
+
+def build_testbed_assets(domain: str = "math") -> TestbedAssets:
+    """Export the base model and write the benchmarks (once, under a file lock)."""
+    from filelock import FileLock
+
+    assets = TestbedAssets.for_domain(domain)
+    if assets.complete.exists():
+        return assets
+    assets.root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(assets.root / ".lock")):
+        if assets.complete.exists():
+            return assets
+        from gppo.backends.local.hf_export import export_policy
+        from gppo.backends.local.tasks import get_domain
+        from gppo.backends.local.warmstart import load_base_model
+
+        base = load_base_model(_local_settings(domain))
+        export_policy(base.policy, assets.model_dir)
+        dom = get_domain(domain)
+        for name in dom.benchmark_names:
+            rows = [_row(p, name, i, "test") for i, p in enumerate(dom.benchmark(name))]
+            _write(rows, assets.benchmark_file(name))
+        assets.complete.write_text(f"{ASSETS_VERSION} {base.source} {base.path}\n")
+    return assets
+
+
+def train_problems(domain: str, seed: int, steps: int, prompts_per_step: int) -> list[Any]:
+    """The testbed's training prompts of ``seed``, step after step (the stream of
+    :class:`gppo.backends.local.train.Trainer`, ``prompt_rng``)."""
+    from gppo.backends.local.tasks import get_domain
+
+    rng = random.Random(f"gppo-local/train/{seed}")
+    dom = get_domain(domain)
+    out: list[Any] = []
+    for _ in range(steps):
+        out.extend(dom.sample_train(rng, prompts_per_step))
+    return out
+
+
+def ensure_train_stream(assets: TestbedAssets, seed: int, steps: int, prompts_per_step: int) -> Path:
+    """The training parquet of ``seed`` (written once): ``steps * prompts_per_step`` rows."""
+    from filelock import FileLock
+
+    path = assets.train_file(seed, steps * prompts_per_step)
+    if path.exists():
+        return path
+    with FileLock(str(path) + ".lock"):
+        if not path.exists():
+            source = train_source(assets.domain)
+            probs = train_problems(assets.domain, seed, steps, prompts_per_step)
+            _write([_row(p, source, i, "train") for i, p in enumerate(probs)], path)
+    return path
+
+
+def testbed_score(domain: str, solution_str: str, ground_truth: str) -> dict[str, float]:
+    """The testbed's exact 0/1 reward (its domain's own scorer) of one decoded response."""
+    from gppo.backends.local.tasks import Problem, get_domain
+
+    if domain != "math":
+        raise ValueError(f"testbed rewards in verl are built for math only, not {domain!r}")
+    problem = Problem(prompt="", answer=str(ground_truth), family="", data=None)
+    score = get_domain(domain).score(problem, solution_str or "")
+    return {"score": score, "acc": score}

@@ -1,0 +1,73 @@
+"""One yardstick for every trainer: a verl testbed cell scored by the testbed's own evaluator.
+
+A ``verl.testbed: true`` cell trains the testbed's exported base (:mod:`gppo.backends.verl.testbed`).
+Its scores are the testbed's, not verl's: the base model (step 0) and the final policy (verl's last
+``huggingface`` checkpoint, imported back into a testbed ``Policy``) each get avg@k on the domain's
+benchmarks from :func:`gppo.backends.local.evaluate.evaluate` with the evaluation seed of a
+``backend: local`` cell, logged under the same names (``eval/<benchmark>/avg_at_k``,
+``eval/avg_at_k``, ``eval_base/<benchmark>/avg_at_k``). Table 1 then puts both trainers' rows side
+by side, and the base row is the shipped record. verl's own validation (vLLM samples, the same
+reward) stays in the run as ``verl_val/<benchmark>/mean_at_k`` (:mod:`.metrics_map`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from gppo import metrics as m
+
+
+def final_hf_dir(checkpoint_dir: str | Path, step: int) -> Path:
+    """verl's Hugging Face export of the actor at ``step`` (``save_contents`` with ``hf_model``)."""
+    path = Path(checkpoint_dir) / f"global_step_{step}" / "actor" / "huggingface"
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(
+            f"no Hugging Face checkpoint of step {step} at {path} (verl saves it at the last step "
+            "when checkpoint.save_contents has hf_model)"
+        )
+    return path
+
+
+def score_model_dir(
+    model_dir: str | Path, domain: str, benchmarks: Sequence[str], k: int, seed: int
+) -> dict[str, float]:
+    """``{benchmark: avg@k}`` of a GPT-2 directory, by the testbed's own evaluator (one thread,
+    as a testbed cell: the same float reduction order, so the base scores its shipped record)."""
+    import torch
+
+    from gppo.backends.local.evaluate import evaluate
+    from gppo.backends.local.hf_export import import_policy
+    from gppo.backends.local.tasks import get_domain
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        policy = import_policy(model_dir)
+        return evaluate(policy, get_domain(domain), list(benchmarks), k, seed)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def eval_points(scores: dict[str, float], k: int, base: bool) -> dict[str, float]:
+    """The metrics of one evaluation, under a testbed cell's names."""
+    out = {m.eval_metric(b, k): v for b, v in scores.items()}
+    out[m.eval_domain_metric(k)] = sum(scores.values()) / len(scores)
+    if base:
+        out.update({m.eval_base_metric(b, k): v for b, v in scores.items()})
+    return out
+
+
+def log_once(client, run_id: str, values: dict[str, float], step: int) -> bool:
+    """Log ``values`` at ``step`` unless the run has them there already (a resumed attempt)."""
+    import time
+
+    from mlflow.entities import Metric
+
+    probe = next(iter(values))
+    if any(x.step == step for x in client.get_metric_history(run_id, probe)):
+        return False
+    now = int(time.time() * 1000)
+    metrics = [Metric(key, float(v), now, step) for key, v in values.items()]
+    client.log_batch(run_id, metrics=metrics, synchronous=True)
+    return True
