@@ -97,6 +97,7 @@ def hf_config(cfg: PolicyConfig) -> Any:
         scale_attn_weights=True,
         torch_dtype="float32",
     )
+    config.architectures = ["GPT2LMHeadModel"]  # verl's HFModelConfig asserts exactly one
     config.num_key_value_heads = cfg.n_heads
     config.gppo_export = EXPORT_FORMAT
     return config

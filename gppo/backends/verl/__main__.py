@@ -91,6 +91,10 @@ class _Mirror:
         self._thread.join(timeout=30)
 
 
+#: Seconds one testbed evaluation took (import and avg@k), at the step it scored.
+TESTBED_EVAL_S = "perf/testbed_eval_s"
+
+
 class _Testbed:
     """The testbed side of a ``verl.testbed`` cell: its assets and the testbed evaluator's scores."""
 
@@ -106,6 +110,8 @@ class _Testbed:
 
     def score(self, mirror: _Mirror | None, step: int) -> None:
         """avg@k of the base (step 0) or of verl's checkpoint at ``step``, logged once."""
+        import time
+
         from gppo.backends.verl.yardstick import (
             eval_points,
             final_hf_dir,
@@ -114,10 +120,8 @@ class _Testbed:
         )
 
         a = self.args
-        if step == 0:
-            model_dir = self.assets.model_dir
-        else:
-            model_dir = final_hf_dir(a.checkpoint_dir, step)
+        t0 = time.perf_counter()
+        model_dir = self.assets.model_dir if step == 0 else final_hf_dir(a.checkpoint_dir, step)
         scores = score_model_dir(model_dir, a.testbed, self.benchmarks, a.eval_k, a.eval_seed)
         print(
             f"[gppo] testbed evaluator, step {step} ({model_dir}): "
@@ -126,7 +130,9 @@ class _Testbed:
             flush=True,
         )
         if mirror is not None:
-            log_once(mirror.client, mirror.run_id, eval_points(scores, a.eval_k, step == 0), step)
+            points = eval_points(scores, a.eval_k, step == 0)
+            points[TESTBED_EVAL_S] = time.perf_counter() - t0
+            log_once(mirror.client, mirror.run_id, points, step)
 
 
 def _run_verl(overrides: list[str]) -> None:

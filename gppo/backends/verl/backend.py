@@ -107,6 +107,10 @@ class VerlBackend(Backend):
             from gppo.backends.verl.cpu.smoke import build_smoke_assets
 
             build_smoke_assets()
+        if settings.testbed:
+            from gppo.backends.verl.testbed import build_testbed_assets
+
+            build_testbed_assets(settings.domain)
 
     def job(self, cell: Cell) -> Job:
         settings = VerlSettings.model_validate(cell.settings)
@@ -140,6 +144,20 @@ class VerlBackend(Backend):
             f"{settings.mirror_every_s:g}",
             "--checkpoint-dir",
             cell_checkpoint_dir(cell, settings),
+            *(
+                (
+                    "--testbed",
+                    settings.domain,
+                    "--seed",
+                    str(cell.seed),
+                    "--prompts-per-step",
+                    str(settings.prompts_per_step),
+                    "--eval-seed",
+                    str(settings.eval_seed),
+                )
+                if settings.testbed
+                else ()
+            ),
             "--",
             *overrides,
         )

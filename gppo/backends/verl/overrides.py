@@ -151,8 +151,8 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         "data.seed": cell.seed,
         # model
         "actor_rollout_ref.model.path": s.model,
-        "actor_rollout_ref.model.use_remove_padding": True,
-        "actor_rollout_ref.model.enable_gradient_checkpointing": True,
+        "actor_rollout_ref.model.use_remove_padding": s.use_remove_padding,
+        "actor_rollout_ref.model.enable_gradient_checkpointing": s.gradient_checkpointing,
         # actor: optimiser and batch shape
         f"{ACTOR}.optim.lr": s.lr,
         f"{ACTOR}.optim.lr_warmup_steps": 0,
@@ -160,7 +160,7 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         f"{ACTOR}.optim.weight_decay": s.weight_decay,
         f"{ACTOR}.optim.clip_grad": s.grad_clip,
         f"{ACTOR}.ppo_mini_batch_size": s.mini_batch_prompts,
-        f"{ACTOR}.ppo_epochs": 1,
+        f"{ACTOR}.ppo_epochs": s.ppo_epochs,
         f"{ACTOR}.use_dynamic_bsz": True,
         f"{ACTOR}.ppo_max_token_len_per_gpu": s.token_budget,
         f"{ACTOR}.ulysses_sequence_parallel_size": s.sequence_parallel,
@@ -169,7 +169,13 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         f"{ACTOR}.loss_agg_mode": "token-mean",
         f"{ACTOR}.clip_ratio_c": 10.0,
         f"{ACTOR}.data_loader_seed": cell.seed,
-        f"{ACTOR}.checkpoint.save_contents": ["model", "optimizer", "extra"],
+        f"{ACTOR}.checkpoint.save_contents": [
+            "model",
+            "optimizer",
+            "extra",
+            # a testbed cell's final policy is scored from its Hugging Face export (yardstick.py)
+            *(["hf_model"] if s.testbed else []),
+        ],
         # rollout (vLLM) and avg@k validation sampling
         f"{ROLLOUT}.name": "vllm",
         f"{ROLLOUT}.n": s.group_size,
@@ -204,9 +210,31 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         "trainer.logger": ["console", "mlflow"],
     }
     ov.update(_loss_overrides(cell))
+    if s.dtype == "float32":
+        ov.update(FLOAT32_OVERRIDES)
+    if s.testbed:
+        # the testbed's training prompts in its own order (one parquet per seed: testbed.py)
+        ov["data.shuffle"] = False
+    if s.verl_validation != "all":
+        ov["trainer.val_before_train"] = False
+    if s.verl_validation == "none":
+        ov["trainer.test_freq"] = -1
     if s.cpu:
         ov.update(CPU_OVERRIDES)
+    if s.rollout_max_num_seqs is not None:
+        ov[f"{ROLLOUT}.max_num_seqs"] = s.rollout_max_num_seqs
     return ov
+
+
+#: ``dtype: float32``: the actor computes in float32 (FSDP mixed precision off: verl's default
+#: param dtype is bf16, which also sets its autocast dtype, ``transformer_impl.py`` ``_build_fsdp_module``)
+#: and vLLM samples in float32.
+FLOAT32_OVERRIDES: dict[str, Any] = {
+    f"+{ACTOR}.fsdp_config.mixed_precision.param_dtype": "fp32",
+    f"+{ACTOR}.fsdp_config.mixed_precision.reduce_dtype": "fp32",
+    f"+{ACTOR}.fsdp_config.mixed_precision.buffer_dtype": "fp32",
+    f"{ROLLOUT}.dtype": "float32",
+}
 
 
 #: What a verl CPU run (``verl.cpu: true``) changes beside the cell's own settings: no CUDA

@@ -30,7 +30,12 @@ import torch  # noqa: E402
 from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss  # noqa: E402
 from verl.workers.config import PolicyLossConfig  # noqa: E402
 
+from gppo.backends.verl import compat  # noqa: E402
 from gppo.objectives import defaults  # noqa: E402
+
+# GPT-2 (the testbed's base): loaded with its LM head, saved as a Hugging Face model
+compat.causal_lm_for_lm_head_models()
+compat.save_hf_model_of_lm_head_models()
 
 __all__ = ["GPPOPolicyLossConfig", "compute_policy_loss_gppo"]
 

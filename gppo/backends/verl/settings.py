@@ -50,6 +50,11 @@ class VerlSettings(BaseModel):
     testbed: bool = False
     #: The testbed evaluator's seed (``testbed: true``; LocalSettings.eval_seed).
     eval_seed: int = 1234
+    #: When verl runs its own validation (vLLM samples, ``val_files``): ``all`` at step 0, every
+    #: ``eval_every`` steps and at the end; ``final`` at the end only; ``none`` never. A cell's
+    #: scores come from it unless ``testbed: true`` (then it is a second number,
+    #: ``verl_val/...``), so ``final`` and ``none`` need ``testbed: true``.
+    verl_validation: Literal["all", "final", "none"] = "all"
     #: Local path (on every node) of the base model, e.g. /shared/models/Qwen3-8B-Base.
     model_path: str | None = Field(None, min_length=1)
     #: Training parquet written by ``gppo-sweep data prepare`` (DAPO-Math-17k / Eurus-Code-25k).
@@ -132,9 +137,22 @@ class VerlSettings(BaseModel):
                 f"{', '.join(missing)} required (or smoke_assets: true for the built tiny model "
                 "and data, or testbed: true for the CPU testbed's base and tasks)"
             )
-        if self.testbed and self.domain != "math":
-            raise ValueError("testbed: true is built for domain math only (the code domain's "
-                             "programs are not exported to verl yet)")
+        if self.verl_validation != "all" and not self.testbed:
+            raise ValueError(
+                f"verl_validation: {self.verl_validation!r} needs testbed: true (without it, "
+                "verl's validation is the cell's evaluation at step 0 and at the end)"
+            )
+        if self.testbed:
+            if self.domain != "math":
+                raise ValueError(
+                    "testbed: true is built for domain math only (the code domain's programs "
+                    "are not exported to verl yet)"
+                )
+            from gppo.backends.verl.testbed import check_testbed_fits
+
+            check_testbed_fits(
+                self.domain, self.max_prompt_length, self.max_response_length, self.cpu
+            )
         return self
 
     @model_validator(mode="after")

@@ -142,7 +142,9 @@ def train_problems(domain: str, seed: int, steps: int, prompts_per_step: int) ->
     return out
 
 
-def ensure_train_stream(assets: TestbedAssets, seed: int, steps: int, prompts_per_step: int) -> Path:
+def ensure_train_stream(
+    assets: TestbedAssets, seed: int, steps: int, prompts_per_step: int
+) -> Path:
     """The training parquet of ``seed`` (written once): ``steps * prompts_per_step`` rows."""
     from filelock import FileLock
 
@@ -155,6 +157,45 @@ def ensure_train_stream(assets: TestbedAssets, seed: int, steps: int, prompts_pe
             probs = train_problems(assets.domain, seed, steps, prompts_per_step)
             _write([_row(p, source, i, "train") for i, p in enumerate(probs)], path)
     return path
+
+
+def check_testbed_fits(
+    domain: str, max_prompt_length: int, max_response_length: int, cpu: bool
+) -> None:
+    """Refuse (``ValueError``, one line naming the field) a testbed cell verl or vLLM cannot run:
+    a head dimension below vLLM's CPU minimum, prompts longer than ``max_prompt_length`` (verl
+    truncates nothing: ``data.truncation=error``), or prompt + response beyond the model's
+    positions (vLLM's ``max_model_len``)."""
+    from gppo.backends.local.hf_export import MIN_HEAD_DIM
+    from gppo.backends.local.tasks import get_domain
+    from gppo.backends.local.warmstart import policy_config
+
+    cfg = policy_config(_local_settings(domain))
+    head_dim = cfg.d_model // cfg.n_heads
+    if cpu and head_dim < MIN_HEAD_DIM:
+        raise ValueError(
+            f"testbed: the {domain} base has head dimension {head_dim} (d_model {cfg.d_model} / "
+            f"{cfg.n_heads} heads); vLLM's CPU attention needs at least {MIN_HEAD_DIM}"
+        )
+    dom = get_domain(domain)
+    longest = max(
+        len(p.prompt) for b in dom.benchmark_names for p in (*dom.benchmark(b), *dom.validation(b))
+    )
+    if max_prompt_length < longest:
+        raise ValueError(
+            f"max_prompt_length: {max_prompt_length} is below the {domain} testbed's longest "
+            f"prompt ({longest} tokens)"
+        )
+    if max_prompt_length + max_response_length > cfg.max_len:
+        raise ValueError(
+            f"max_prompt_length + max_response_length: {max_prompt_length} + "
+            f"{max_response_length} exceeds the {domain} testbed base's {cfg.max_len} positions"
+        )
+    if max_response_length < dom.max_new_tokens:
+        raise ValueError(
+            f"max_response_length: {max_response_length} is below the {domain} testbed's "
+            f"response length ({dom.max_new_tokens} tokens)"
+        )
 
 
 def testbed_score(domain: str, solution_str: str, ground_truth: str) -> dict[str, float]:

@@ -8,10 +8,10 @@ import pytest
 import torch
 
 from gppo.backends.local.hf_export import (
+    char_tokenizer,
     export_policy,
     import_policy,
     mask_positions,
-    char_tokenizer,
 )
 from gppo.backends.local.policy import Policy, PolicyConfig
 from gppo.backends.local.settings import LocalSettings

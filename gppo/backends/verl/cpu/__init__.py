@@ -49,8 +49,14 @@ def activate_if_requested() -> bool:
 
 
 def vllm_plugin() -> None:
-    """vLLM's general plugin hook (``vllm.general_plugins``): in a verl CPU run, keep the rollout
-    engine's weights reloadable (:func:`.patches.keep_vllm_weights_live`)."""
+    """vLLM's general plugin hook (``vllm.general_plugins``): in a verl run (our verl plugin in
+    ``VERL_USE_EXTERNAL_MODULES``), let verl serve models without an inner ``.model``
+    (:mod:`gppo.backends.verl.compat`); in a verl CPU run, also keep the rollout engine's
+    weights reloadable (:func:`.patches.keep_vllm_weights_live`)."""
+    if "gppo.backends.verl.plugin" in os.environ.get("VERL_USE_EXTERNAL_MODULES", ""):
+        from gppo.backends.verl.compat import tolerate_models_without_inner_model
+
+        tolerate_models_without_inner_model()
     if requested():
         from gppo.backends.verl.cpu import patches
 
