@@ -161,6 +161,7 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         f"{ACTOR}.optim.clip_grad": s.grad_clip,
         f"{ACTOR}.ppo_mini_batch_size": s.mini_batch_prompts,
         f"{ACTOR}.ppo_epochs": s.ppo_epochs,
+        f"{ACTOR}.shuffle": s.shuffle_mini_batches,
         f"{ACTOR}.use_dynamic_bsz": True,
         f"{ACTOR}.ppo_max_token_len_per_gpu": s.token_budget,
         f"{ACTOR}.ulysses_sequence_parallel_size": s.sequence_parallel,

@@ -24,7 +24,7 @@ from typing import Any
 
 from gppo.backends.verl import cpu as _cpu_mode
 
-_cpu_mode.activate_if_requested()  # before verl asks for its platform (VERL_PLATFORM=cpu only)
+_CPU_RUN = _cpu_mode.activate_if_requested()  # before verl asks for its platform (CPU runs only)
 
 import torch  # noqa: E402
 from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss  # noqa: E402
@@ -33,9 +33,13 @@ from verl.workers.config import PolicyLossConfig  # noqa: E402
 from gppo.backends.verl import compat  # noqa: E402
 from gppo.objectives import defaults  # noqa: E402
 
-# GPT-2 (the testbed's base): loaded with its LM head, saved as a Hugging Face model
+# GPT-2 (the testbed's base): loaded with its LM head, saved as a Hugging Face model. The second
+# imports verl's FSDP engine, which reads the device when imported: only once the platform is
+# settled (a CPU run, or a machine with CUDA), never in a process that installs the CPU platform
+# later (the in-process checks and tests).
 compat.causal_lm_for_lm_head_models()
-compat.save_hf_model_of_lm_head_models()
+if _CPU_RUN or torch.cuda.is_available():
+    compat.save_hf_model_of_lm_head_models()
 
 __all__ = ["GPPOPolicyLossConfig", "compute_policy_loss_gppo"]
 

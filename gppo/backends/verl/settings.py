@@ -88,6 +88,10 @@ class VerlSettings(BaseModel):
     group_size: int = Field(8, ge=1)  # rollout.n (1024 rollouts per step)
     mini_batch_prompts: int = Field(16, ge=1)  # actor.ppo_mini_batch_size (8 updates per step)
     ppo_epochs: int = Field(1, ge=1)
+    #: Shuffle a step's rollouts before splitting them into mini-batches (verl's
+    #: ``actor.shuffle``; the testbed's loop does). Off: each mini-batch holds whole groups in
+    #: order, verl's default.
+    shuffle_mini_batches: bool = False
     max_prompt_length: int = Field(2048, ge=1)
     max_response_length: int = Field(20480, ge=1)
     total_steps: int = Field(400, ge=1)

@@ -46,6 +46,7 @@ def _settings(**extra) -> VerlSettings:
         "mini_batch_prompts": 1,
         "gpus_per_node": 1,
         "dtype": "float32",
+        "shuffle_mini_batches": True,
     }
     return VerlSettings.model_validate({**raw, **extra})
 
@@ -107,6 +108,7 @@ def test_overrides_run_verl_in_float32_on_the_testbeds_stream(cache):
     ov = build_overrides(_cell(s), s)
     assert ov["data.train_files"] == [s.train_for(2)]
     assert ov["data.shuffle"] is False
+    assert ov["actor_rollout_ref.actor.shuffle"] is True  # mini-batches of shuffled rows
     assert ov["actor_rollout_ref.rollout.dtype"] == "float32"
     assert ov["+actor_rollout_ref.actor.fsdp_config.mixed_precision.param_dtype"] == "fp32"
     assert "hf_model" in ov["actor_rollout_ref.actor.checkpoint.save_contents"]
