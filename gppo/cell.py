@@ -2,15 +2,48 @@
 
 ``grid.expand`` produces these; ``Backend.job`` consumes them. A Cell is plain data (JSON-safe
 values only) so it can be hashed, shown by ``plan`` and passed to a job's entrypoint.
+
+The cell-id rule lives here, once (:func:`cell_id`): ``<divergence>-<estimator>-s<seed>`` for a
+grid cell (``alpha:0.5`` -> ``alpha0.5``: ids never contain ':'), ``<method>-s<seed>`` for a
+baseline; without the seed, the id of the cell over all its seeds (``kl-atomic``). A spec's
+override and δ keys name cells by these ids, with or without the seed (:func:`match_cell_key`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
+
+#: what separates a cell's id from its seed: ``kl-atomic`` + ``-s`` + ``0``
+SEED_MARK = "-s"
+
+
+def cell_id(
+    method_or_divergence: str, estimator: str | None = None, seed: int | None = None
+) -> str:
+    """A cell's id: ``cell_id("kl", "atomic", 0)`` -> ``kl-atomic-s0`` (``alpha:0.5`` ->
+    ``alpha0.5-...``), ``cell_id("gspo", seed=1)`` -> ``gspo-s1``; without ``seed`` the id of the
+    cell over all its seeds (``kl-atomic``, ``gspo``)."""
+    base = method_or_divergence.replace(":", "")
+    if estimator is not None:
+        base = f"{base}-{estimator}"
+    return base if seed is None else f"{base}{SEED_MARK}{seed}"
+
+
+def match_cell_key(key: str, bases: Collection[str], seeds: Collection[int]) -> str | None:
+    """The cell (id without its seed, one of ``bases``) that a spec key names, or None: a key is
+    a cell's id without its seed (every seed) or with one of ``seeds`` (``kl-atomic``,
+    ``kl-atomic-s1``)."""
+    if key in bases:
+        return key
+    head, sep, tail = key.rpartition(SEED_MARK)
+    if sep and head in bases and tail.isdigit() and int(tail) in seeds:
+        return head
+    return None
 
 
 @dataclass(frozen=True)

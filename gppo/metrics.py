@@ -7,6 +7,10 @@ which the evaluation ran (0 for the base model, before any update).
 
 from __future__ import annotations
 
+#: the behaviour-probability buckets of the per-bucket clip fractions (written once, with the loss
+#: that counts them)
+from gppo.objectives.buckets import MU_BUCKETS as MU_BUCKETS
+
 # --- training metrics (one value per optimisation step) -------------------------------------
 TRAIN_SCORE = "train/score"  # mean 0/1 reward of the step's rollouts
 ENTROPY = "train/entropy"  # mean token entropy of the policy on the step's rollouts
@@ -19,15 +23,6 @@ BOUND_ACTIVE_FRAC = "train/bound_active_frac"  # share of tokens where ratio_bou
 DUAL_CLIP_FRAC = "train/dual_clip_frac"
 POLICY_LOSS = "train/policy_loss"
 WALL_TIME = "train/wall_time_s"  # seconds since the cell started
-
-#: Behaviour-probability buckets of the diagnostics, where atomic and binary differ from mc
-#: (docs/conventions.md "Diagnostics").
-MU_BUCKETS: tuple[tuple[str, float, float], ...] = (
-    ("mu_lt_0.01", 0.0, 0.01),
-    ("mu_0.01_0.1", 0.01, 0.1),
-    ("mu_0.1_0.5", 0.1, 0.5),
-    ("mu_ge_0.5", 0.5, 1.0),
-)
 
 
 def train_metric(loss_metric_key: str) -> str:
@@ -71,8 +66,11 @@ def parse_eval_metric(name: str) -> tuple[str, int] | None:
 def eval_base_metric(benchmark: str, k: int) -> str:
     """The base model's avg@k (the step-0 eval) under its own name, e.g. ``eval_base/add3/avg_at_8``.
 
-    Backends log the step-0 evaluation both as :func:`eval_metric` (step 0) and under this name, so
-    a reader gets the base score from the run's latest values without one history call per run.
+    The step-0 evaluation logged under this name as well as :func:`eval_metric` (step 0) lets a
+    reader take the base score from the run's latest values without one history call per run. The
+    CPU testbed and the verl yardstick log it; a run without it (a verl cell's, an older run's) has
+    the base score only as the step-0 point of :func:`eval_metric`'s history, which readers fall
+    back on (``gppo.analysis.collect``).
     """
     return f"eval_base/{benchmark}/{avg_at(k)}"
 

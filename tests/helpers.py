@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from gppo.cell import Cell
+from gppo.cell import Cell, cell_id
 
 
 def make_cell(
@@ -20,7 +20,7 @@ def make_cell(
     cell's divergence, estimator and δ in its ``loss_params``; ``fields`` set the rest
     (``settings``, ``backend``, ``resources``, extra ``loss_params`` ...)."""
     grid = method == "gppo"
-    cid = f"{divergence}-{estimator}-s{seed}" if grid else f"{method}-s{seed}"
+    cid = cell_id(str(divergence), estimator, seed) if grid else cell_id(method, seed=seed)
     params = {"divergence": divergence, "estimator": estimator} if grid else {}
     if grid and delta is not None:
         params["delta"] = delta

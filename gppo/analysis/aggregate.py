@@ -25,25 +25,13 @@ import pandas as pd
 from scipy import stats
 
 from gppo.analysis.stats import bootstrap_interval
-from gppo.analysis.table import BASELINE_ORDER, DIV_ORDER, EST_ORDER
+from gppo.analysis.table import row_order
+from gppo.objectives.defaults import REFERENCE
 from gppo.store.state import State
 
 METRICS = ("mean", "iqm", "prob_improvement")
 STEM_INTERVALS = "aggregate_intervals"
 STEM_IMPROVEMENT = "aggregate_improvement"
-
-
-def table_order(cell: str) -> tuple:
-    """Sort key: Table 1's row order (grid cells by divergence, estimator; baselines; base)."""
-    if "/" in cell:
-        div, est = cell.split("/", 1)
-        d = DIV_ORDER.index(div) if div in DIV_ORDER else len(DIV_ORDER)
-        e = EST_ORDER.index(est) if est in EST_ORDER else len(EST_ORDER)
-        return (0, d, div, e, est)
-    if cell == "base":
-        return (2, 0, "", 0, "")
-    b = BASELINE_ORDER.index(cell) if cell in BASELINE_ORDER else len(BASELINE_ORDER)
-    return (1, b, cell, 0, "")
 
 
 def _cat(*xs: np.ndarray) -> np.ndarray:
@@ -87,11 +75,11 @@ def run_matrix(tidy: pd.DataFrame, domain: str, cell: str) -> pd.DataFrame:
     return mine.reindex(columns=benches).dropna()
 
 
-def aggregate_frame(tidy: pd.DataFrame, reference: str = "tv/mc") -> pd.DataFrame:
+def aggregate_frame(tidy: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
     """Long frame: domain, cell, metric (mean | iqm | prob_improvement), estimate, lo, hi, n_runs."""
     out = []
     for domain in dict.fromkeys(tidy["domain"]):
-        cells = sorted(dict.fromkeys(tidy.loc[tidy["domain"] == domain, "cell"]), key=table_order)
+        cells = row_order(tidy.loc[tidy["domain"] == domain, "cell"])
         ref = run_matrix(tidy, domain, reference) if reference in cells else None
         for cell in cells:
             m = run_matrix(tidy, domain, cell)
@@ -148,7 +136,7 @@ def figure_intervals(agg: pd.DataFrame):
     return fig
 
 
-def figure_improvement(agg: pd.DataFrame, reference: str = "tv/mc"):
+def figure_improvement(agg: pd.DataFrame, reference: str = REFERENCE):
     """P(cell > reference) per cell with its 95% stratified bootstrap CI; 0.5 = no difference."""
     import matplotlib.pyplot as plt
 
@@ -166,7 +154,7 @@ def figure_improvement(agg: pd.DataFrame, reference: str = "tv/mc"):
 
 
 def write_aggregate(
-    tidy: pd.DataFrame, out_dir: str | Path, reference: str = "tv/mc"
+    tidy: pd.DataFrame, out_dir: str | Path, reference: str = REFERENCE
 ) -> list[Path]:
     """``aggregate.csv`` and the two figures (png + svg) into ``out_dir``; the paths written."""
     import matplotlib.pyplot as plt

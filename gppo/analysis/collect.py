@@ -19,6 +19,7 @@ from mlflow import MlflowClient
 from gppo import metrics as M
 from gppo.analysis.tidy import BASE, cell_label, empty_tidy, expected_keys, normalise
 from gppo.cell import Cell
+from gppo.objectives.defaults import REFERENCE
 from gppo.store.records import RunRecord, fetch_records, latest_attempts, no_gc, run_status
 from gppo.store.ref import SweepRef
 from gppo.store.state import State
@@ -71,7 +72,7 @@ def collect(
     *,
     expected: Sequence[Cell] | None = None,
     k: int | None = None,
-    reference: str = "tv/mc",
+    reference: str = REFERENCE,
     client: MlflowClient | None = None,
     fast: bool = True,
 ) -> Collected:

@@ -21,7 +21,9 @@ from matplotlib.figure import Figure
 
 from gppo import metrics as M
 from gppo.analysis.render import divergence_name
-from gppo.analysis.table import DIV_ORDER, EST_NAMES, EST_ORDER
+from gppo.analysis.table import BASELINE_ORDER, DIV_ORDER, EST_NAMES, EST_ORDER
+from gppo.objectives.defaults import REFERENCE
+from gppo.registry import LazyMapping
 
 #: behaviour probabilities at which ``regions`` prints the bounds
 PRINT_MUS = (0.001, 0.01, 0.1, 0.5, 0.9)
@@ -165,14 +167,15 @@ def _seed_band(frame: pd.DataFrame, window: int | None) -> tuple[pd.Series, pd.S
     return wide.min(axis=1), wide.max(axis=1)
 
 
-#: baselines' colours (estimators use EST_COLORS; the reference is grey and dashed)
-BASELINE_COLORS = {
-    "gspo": "tab:green",
-    "gmpo": "tab:orange",
-    "sapo": "tab:purple",
-    "cispo": "tab:brown",
-    "clip_cov": "tab:pink",
-}
+def _baseline_colours() -> dict[str, str]:
+    from gppo.objectives.methods import METHODS
+
+    return {b: METHODS.get(b).colour or "" for b in BASELINE_ORDER}
+
+
+#: baselines' colours, the method registry's (estimators use EST_COLORS; the reference is grey
+#: and dashed; a baseline without a colour takes one of OTHER_COLORS)
+BASELINE_COLORS: Mapping[str, str] = LazyMapping(_baseline_colours)
 OTHER_COLORS = ("tab:olive", "tab:cyan", "tab:gray", "gold", "teal")
 REFERENCE_STYLE = {"color": "0.45", "linestyle": "--"}
 ROWS = ((M.TRAIN_SCORE, "training score"), (M.ENTROPY, "entropy"))
@@ -214,7 +217,7 @@ def _panels(cells: Sequence[str], reference: str) -> list[tuple[str, list[tuple[
 
 
 def figure2_dynamics(
-    curves: pd.DataFrame, smooth: int | None = None, reference: str = "tv/mc"
+    curves: pd.DataFrame, smooth: int | None = None, reference: str = REFERENCE
 ) -> Figure:
     """Figure 2 as small multiples: training score (first row) and entropy (second row) vs step.
 

@@ -301,19 +301,15 @@ def write_page(page: PageInput, out_dir: str | Path) -> Path:
 
 def spec_as_run(spec: Any) -> dict[str, Any]:
     """A loaded grid spec as YAML-ready data, as it ran: every default filled in and the
-    backend's section (``local:``, ``verl:``) with its resolved settings."""
-    data = spec.model_dump(mode="json")
-    settings = data.pop("settings", {})
+    backend's section (``local:``, ``verl:``) with its resolved settings (its raw section for a
+    backend that is not available here)."""
+    from gppo.grid.load import spec_to_yaml
+
     try:
         from gppo.backends.base import get_backend
 
-        settings = get_backend(spec.backend).validate_settings(settings)
-        settings = settings.model_dump(mode="json")
+        settings = get_backend(spec.backend).validate_settings(spec.settings)
+        spec = spec.model_copy(update={"settings": settings.model_dump(mode="json")})
     except Exception:  # an unknown backend: its raw section
         pass
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out[key] = value
-        if key == "backend":
-            out[str(value)] = settings
-    return out
+    return spec_to_yaml(spec, defaults=True)

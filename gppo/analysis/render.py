@@ -43,10 +43,13 @@ LATEX_STYLES = {1: "textbf: --rwrap;", 2: "underline: --rwrap;", 3: "textit: --r
 
 
 def divergence_name(div: str) -> str:
-    """Display name: ``chi2`` -> ``χ²``, ``alpha:0.5`` -> ``α=0.5`` (LaTeX via latex_escape)."""
-    if div.startswith("alpha:"):
-        return "α=" + div.removeprefix("alpha:")
-    return DIV_NAMES.get(div, div)
+    """Display name, the divergence registry's: ``chi2`` -> ``χ²``, ``alpha:0.5`` -> ``α=0.5``
+    (LaTeX via latex_escape); a name no registry knows as it is."""
+    if div in DIV_NAMES:
+        return DIV_NAMES[div]
+    from gppo.objectives.divergences import display_name
+
+    return display_name(div)
 
 
 def row_names(row: Row) -> tuple[str, str]:

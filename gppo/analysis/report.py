@@ -20,6 +20,7 @@ from gppo.analysis.render import EXTENSIONS, FORMATS, render
 from gppo.analysis.table import Table1, build_table1
 from gppo.analysis.tidy import read_scores_csv
 from gppo.cell import Cell
+from gppo.objectives.defaults import REFERENCE
 from gppo.store.ref import SweepRef
 from gppo.store.state import State
 
@@ -89,7 +90,7 @@ def write_figures(
     curves: pd.DataFrame | None = None,
     deltas: dict[str, float] | None = None,
     r_min: float = 0.8,
-    reference: str = "tv/mc",
+    reference: str = REFERENCE,
 ) -> tuple[list[Path], list[str]]:
     """Figure 1 for the grid cells present; Figure 2 (dynamics, clip per μ) when curves exist;
     the aggregate view (gppo/analysis/aggregate.py: Mean/IQM intervals, P(cell > reference)).
@@ -153,7 +154,7 @@ def write_report(
     out = Path(out_dir) if out_dir is not None else default_out_dir(ref.sweep_id)
     fmts = parse_formats(formats)
     expected = list(plan.cells) if plan is not None else None
-    reference = reference or (plan.spec.reference if plan is not None else "tv/mc")
+    reference = reference or (plan.spec.reference if plan is not None else REFERENCE)
     k = plan.spec.eval.k if plan is not None else None
     got: Collected = collect(ref, expected=expected, k=k, reference=reference)
     benchmarks = _benchmark_order(plan)
@@ -204,7 +205,7 @@ def write_report_from_csv(
     paths: Sequence[str | Path],
     out_dir: str | Path | None = None,
     *,
-    reference: str = "tv/mc",
+    reference: str = REFERENCE,
     formats: str | Sequence[str] = "all",
     figures: bool = True,
 ) -> Report:

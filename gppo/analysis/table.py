@@ -23,7 +23,7 @@ Numbers follow the paper (Table 1, §4.2):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
@@ -31,6 +31,7 @@ import pandas as pd
 
 from gppo.analysis import stats as S
 from gppo.analysis.tidy import ALIAS_CELLS, BASE, BASELINES, STATUSES
+from gppo.objectives.defaults import REFERENCE
 from gppo.registry import LazyMapping
 from gppo.scores import pct, quantize
 from gppo.store.state import State
@@ -40,26 +41,31 @@ from gppo.store.state import State
 DIV_ORDER = ("tv", "hellinger", "chi2", "kl")
 EST_ORDER = ("mc", "binary", "atomic")
 BASELINE_ORDER = BASELINES  # the method registry's order, which is the paper's
+
+
+def _display_names() -> dict[str, dict[str, str]]:
+    """Each registry's display names (the one vocabulary: :mod:`gppo.objectives`), by name."""
+    from gppo.objectives.divergences import DIVERGENCES, get_divergence
+    from gppo.objectives.estimators import ESTIMATORS
+    from gppo.objectives.methods import METHODS
+
+    return {
+        "divergence": {n: get_divergence(n).display for n in DIVERGENCES.names()},
+        "estimator": {n: ESTIMATORS.get(n).display for n in ESTIMATORS.names()},
+        "method": {n: METHODS.get(n).display for n in METHODS.names()},
+    }
+
+
+_NAMES: Mapping[str, dict[str, str]] = LazyMapping(_display_names)
+#: display names, read from the registries on first use: divergences (``chi2`` -> ``χ²``;
+#: ``alpha:<a>``: :func:`gppo.analysis.render.divergence_name`), estimators, baselines
+DIV_NAMES: Mapping[str, str] = LazyMapping(lambda: _NAMES["divergence"])
+EST_NAMES: Mapping[str, str] = LazyMapping(lambda: _NAMES["estimator"])
+BASELINE_NAMES: Mapping[str, str] = LazyMapping(lambda: {b: _NAMES["method"][b] for b in BASELINES})
 #: Known methods named beside their cell, as in the paper's Table 1: the aliases (tv/mc -> GRPO).
 KNOWN_METHODS: Mapping[str, str] = LazyMapping(
-    lambda: {c: m.upper() for m, c in ALIAS_CELLS.items()}
+    lambda: {c: _NAMES["method"][m] for m, c in ALIAS_CELLS.items()}
 )
-DIV_NAMES = {
-    "tv": "TV",
-    "chi2": "χ²",
-    "kl": "KL",
-    "hellinger": "Hellinger",
-    "rkl": "RKL",
-    "js": "JS",
-}
-EST_NAMES = {"mc": "MC", "atomic": "Atomic", "binary": "Binary"}
-BASELINE_NAMES = {
-    "gspo": "GSPO",
-    "gmpo": "GMPO",
-    "sapo": "SAPO",
-    "cispo": "CISPO",
-    "clip_cov": "Clip-Cov",
-}
 OTHER_BASELINES = "Other baselines"
 BASE_MODEL = "Base model"
 AVG = "avg"
@@ -193,17 +199,30 @@ def _row_kind(cell: str) -> tuple[str, str]:
     return "baseline", OTHER_BASELINES
 
 
-def _order_key(cell: str, first_seen: Mapping[str, int]) -> tuple:
-    kind, _ = _row_kind(cell)
-    if kind == "grid":
-        div, est = cell.split("/", 1)
-        d = DIV_ORDER.index(div) if div in DIV_ORDER else len(DIV_ORDER)
-        e = EST_ORDER.index(est) if est in EST_ORDER else len(EST_ORDER)
-        return (0, d, first_seen[div], e, est)
-    if kind == "baseline":
-        b = BASELINE_ORDER.index(cell) if cell in BASELINE_ORDER else len(BASELINE_ORDER)
-        return (1, b, 0, 0, cell)
-    return (2, 0, 0, 0, cell)
+def row_order(cells: Iterable[str]) -> list[str]:
+    """``cells`` (tidy ids) in Table 1's row order, the one order of every table and figure of the
+    report: grid cells by divergence (:data:`DIV_ORDER`, then the others in the order they first
+    appear in ``cells``), then estimator (:data:`EST_ORDER`, then by name); the baselines (the
+    method registry's order, then by name); the base model last."""
+    cells = list(dict.fromkeys(cells))
+    first_seen: dict[str, int] = {}
+    for cell in cells:
+        if _row_kind(cell)[0] == "grid":
+            first_seen.setdefault(cell.split("/", 1)[0], len(first_seen))
+
+    def key(cell: str) -> tuple:
+        kind, _ = _row_kind(cell)
+        if kind == "grid":
+            div, est = cell.split("/", 1)
+            d = DIV_ORDER.index(div) if div in DIV_ORDER else len(DIV_ORDER)
+            e = EST_ORDER.index(est) if est in EST_ORDER else len(EST_ORDER)
+            return (0, d, first_seen[div], e, est)
+        if kind == "baseline":
+            b = BASELINE_ORDER.index(cell) if cell in BASELINE_ORDER else len(BASELINE_ORDER)
+            return (1, b, 0, 0, cell)
+        return (2, 0, 0, 0, cell)
+
+    return sorted(cells, key=key)
 
 
 def _rank(rows: list[Row], column: str) -> None:
@@ -331,7 +350,7 @@ def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) ->
 def build_table1(
     tidy: pd.DataFrame,
     *,
-    reference: str = "tv/mc",
+    reference: str = REFERENCE,
     benchmarks: Mapping[str, Sequence[str]] | None = None,
     precision: int = 1,
     confidence: float = S.CONFIDENCE,
@@ -359,11 +378,7 @@ def build_table1(
     for domain, (cells, seen) in _gather(tidy).items():
         cols = list(benchmarks[domain]) if benchmarks and domain in benchmarks else []
         cols += [b for b in seen if b not in cols]
-        first_seen: dict[str, int] = {}
-        for cell in cells:
-            if "/" in cell:
-                first_seen.setdefault(cell.split("/", 1)[0], len(first_seen))
-        order = sorted(cells, key=lambda c: _order_key(c, first_seen))
+        order = row_order(cells)
         rows = [_build_row(domain, c, cells[c], cols, precision, confidence) for c in order]
         ref_row = next((r for r in rows if r.cell == reference), None)
         ref_avg = ref_row.entries[AVG].mean if ref_row else None

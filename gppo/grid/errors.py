@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from gppo.errors import SpecError
@@ -40,13 +40,43 @@ def _message(err: dict[str, Any], allowed_keys: Sequence[str] | None) -> str:
 
 
 def from_validation_error(
-    file: str, exc: Any, prefix: Sequence[Any] = (), model: Any = None
+    file: str,
+    exc: Any,
+    prefix: Sequence[Any] = (),
+    model: Any = None,
+    keys: Mapping[str, str] | None = None,
 ) -> SpecError:
-    """The first error of a pydantic ``ValidationError`` as a :class:`SpecError`."""
+    """The first error of a pydantic ``ValidationError`` as a :class:`SpecError`.
+
+    ``keys`` maps a field of ``model`` (or of a model nested in it) to the key the file writes it
+    under, e.g. ``{"settings": "local"}``: the path and an unknown key's list of allowed keys name
+    the field as the file does (only where that field is meant, never inside a value)."""
     err = exc.errors(include_url=False)[0]
     loc = [p for p in err.get("loc", ()) if not _is_union_tag(p)]
     allowed = _allowed_keys(model, loc[:-1]) if err.get("type") == "extra_forbidden" else None
+    if keys and model is not None:
+        loc = _renamed(model, loc, keys)
+        allowed = [keys.get(k, k) for k in allowed] if allowed else allowed
     return SpecError(file, format_path([*prefix, *loc]), _message(err, allowed))
+
+
+def _renamed(model: Any, loc: Sequence[Any], keys: Mapping[str, str]) -> list[Any]:
+    """``loc`` with each part that is a field of the model at its position named by ``keys``."""
+    from typing import get_args, get_origin
+
+    out: list[Any] = []
+    ann: Any = model
+    for part in loc:
+        ann = _strip_optional(ann)
+        if hasattr(ann, "model_fields"):
+            field = ann.model_fields.get(part) if isinstance(part, str) else None
+            out.append(keys.get(part, part) if field is not None else part)
+            ann = field.annotation if field is not None else None
+            continue
+        out.append(part)
+        origin = get_origin(ann)
+        ann = get_args(ann)[-1] if origin in (dict, list, tuple) and get_args(ann) else None
+    return out
 
 
 def _is_union_tag(part: Any) -> bool:

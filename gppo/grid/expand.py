@@ -1,7 +1,8 @@
 """Deterministic expansion of a :class:`GridSpec` into :class:`Cell` objects.
 
-Cell ids: ``<divergence>-<estimator>-s<seed>`` (``alpha:0.5`` -> ``alpha0.5``) for grid cells, in
-the order divergences × estimators × seeds as written; then ``<baseline>-s<seed>``.
+Cells, in the order divergences × estimators × seeds as written, then baselines × seeds, with
+the ids of :func:`gppo.cell.cell_id` (``kl-atomic-s0``, ``alpha0.5-mc-s1``, ``gspo-s0``); a spec's
+override and δ keys are matched to them by :func:`gppo.cell.match_cell_key`.
 
 Sweep id: ``<name>-<hash8>`` where the hash covers only what identifies the sweep (name, backend,
 experiment), NOT the cells' settings. Relaunching the same spec therefore finds the same sweep,
@@ -14,23 +15,23 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
-from gppo.cell import Cell, Resources
+from gppo.cell import Cell, Resources, cell_id, match_cell_key
 from gppo.grid import registries
 from gppo.grid.errors import SpecError, from_validation_error
 from gppo.grid.schema import GridSpec, Override, ResourceSpec
+from gppo.objectives.aggregation import check_agg_mode
+from gppo.objectives.checks import check_dual_clip, check_ratio_bounds
 
-SAFE_ID = re.compile(r"^[A-Za-z0-9._-]+$")
-#: loss parameters an override may set on a gppo grid cell (δ has its own ``delta`` key)
-GPPO_OVERRIDABLE = ("ratio_bounds", "dual_clip", "loss_agg_mode")
-
-
-def slug(divergence: str) -> str:
-    """``alpha:0.5`` -> ``alpha0.5`` (cell ids never contain ':')."""
-    return divergence.replace(":", "")
+#: loss parameters an override may set on a gppo grid cell (δ has its own ``delta`` key), each
+#: checked by the objectives library's own rule
+GPPO_OVERRIDABLE = {
+    "ratio_bounds": check_ratio_bounds,
+    "dual_clip": check_dual_clip,
+    "loss_agg_mode": check_agg_mode,
+}
 
 
 def sweep_id(spec: GridSpec) -> str:
@@ -100,7 +101,7 @@ class _Expander:
 
     def bases(self) -> list[_Base]:
         g = self.spec.grid
-        out = [_Base(f"{slug(d)}-{e}", "gppo", d, e) for d in g.divergences for e in g.estimators]
+        out = [_Base(cell_id(d, e), "gppo", d, e) for d in g.divergences for e in g.estimators]
         out += [_Base(b, b, None, None) for b in self.spec.baselines]
         return out
 
@@ -110,10 +111,7 @@ class _Expander:
         seed_set = set(seeds)
 
         def known(key: str) -> bool:
-            if key in base_ids:
-                return True
-            head, sep, tail = key.rpartition("-s")
-            return bool(sep) and head in base_ids and tail.isdigit() and int(tail) in seed_set
+            return match_cell_key(key, base_ids, seed_set) is not None
 
         examples = ", ".join(sorted(base_ids)[:6]) + (", ..." if len(base_ids) > 6 else "")
         for key in spec.overrides:
@@ -169,13 +167,17 @@ class _Expander:
                 "ratio_bounds": list(obj.ratio_bounds) if obj.ratio_bounds else None,
                 "dual_clip": obj.dual_clip,
             }
-            for k in extra:
+            for k, value in extra.items():
                 if k not in GPPO_OVERRIDABLE:
                     raise self.error(
                         f"overrides.{path}.params.{k}",
                         f"unknown parameter {k!r} for a gppo cell; allowed: "
                         f"{', '.join(GPPO_OVERRIDABLE)} (set delta with overrides.{path}.delta)",
                     )
+                try:
+                    GPPO_OVERRIDABLE[k](value)
+                except ValueError as exc:
+                    raise self.error(f"overrides.{path}.params.{k}", str(exc)) from None
             params.update(extra)
             return params
         given = _merge(self.spec.baseline_params.get(base.method, {}), extra)
@@ -212,7 +214,7 @@ class _Expander:
         ovr = spec.overrides
         for base in bases:
             for seed in seeds:
-                cid = f"{base.id}-s{seed}"
+                cid = cell_id(base.id, seed=seed)
                 found = [(k, ovr[k]) for k in (base.id, cid) if k in ovr]
                 overrides = [o for _, o in found]
                 path = found[-1][0] if found else cid

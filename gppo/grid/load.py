@@ -1,22 +1,33 @@
-"""Read a grid spec file: safe YAML -> :class:`GridSpec`, every error one :class:`SpecError` line."""
+"""A spec's YAML shape <-> :class:`GridSpec`, and reading a spec file (every error one
+:class:`SpecError` line).
+
+The YAML shape differs from :class:`GridSpec` in one place: the backend's own settings are a
+section named after the backend (``local:``, ``verl:``), at the top and in each override, which
+:class:`GridSpec` and :class:`~gppo.grid.schema.Override` keep as ``settings``. The one pair of
+functions that knows this is :func:`spec_from_yaml` (the loader, the tuner's base spec) and
+:func:`spec_to_yaml` (the report page's spec, the tuner's best spec); errors name the section
+as the file writes it.
+"""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
 
 from gppo.grid.errors import SpecError, from_validation_error
 from gppo.grid.schema import GridSpec
 
+#: the field of :class:`GridSpec` (and of an override) that holds the backend's own section
+SETTINGS = "settings"
 
-def _move_section(raw: dict[str, Any], backend: Any, file: str, where: str) -> dict[str, Any]:
-    """Move the backend's own section (``local:``) into ``settings`` (it must be a mapping)."""
+
+def _section_from_yaml(raw: dict[str, Any], backend: Any, file: str, where: str) -> dict[str, Any]:
+    """``raw`` with the backend's own section (``local:``) as ``settings`` (it must be a mapping)."""
     raw = dict(raw)
-    if "settings" in raw:
+    if SETTINGS in raw:
         key = backend if isinstance(backend, str) else "<backend>"
         raise SpecError(
-            file, f"{where}settings", f"unknown key 'settings'; write the section as {key!r}"
+            file, f"{where}{SETTINGS}", f"unknown key {SETTINGS!r}; write the section as {key!r}"
         )
     if isinstance(backend, str) and backend in raw:
         section = raw.pop(backend)
@@ -28,12 +39,12 @@ def _move_section(raw: dict[str, Any], backend: Any, file: str, where: str) -> d
                 f"{where}{backend}",
                 f"must be a mapping of backend settings (got {type(section).__name__})",
             )
-        raw["settings"] = section
+        raw[SETTINGS] = section
     return raw
 
 
-def parse_spec(raw: Any, file: str = "<spec>") -> GridSpec:
-    """Validate already-parsed YAML (a mapping) into a :class:`GridSpec`."""
+def spec_from_yaml(raw: Any, file: str = "<spec>") -> GridSpec:
+    """Validate a spec in its YAML shape (already parsed: a mapping) into a :class:`GridSpec`."""
     from pydantic import ValidationError
 
     if not isinstance(raw, dict):
@@ -42,24 +53,45 @@ def parse_spec(raw: Any, file: str = "<spec>") -> GridSpec:
         if not isinstance(key, str):
             raise SpecError(file, "", f"keys must be strings (got {key!r})")
     backend = raw.get("backend", "local")
-    raw = _move_section(raw, backend, file, "")
+    raw = _section_from_yaml(raw, backend, file, "")
     overrides = raw.get("overrides")
     if isinstance(overrides, dict):
-        fixed = {}
-        for key, value in overrides.items():
-            if isinstance(value, dict):
-                value = _move_section(value, backend, file, f"overrides.{key}.")
-            fixed[key] = value
-        raw["overrides"] = fixed
+        raw["overrides"] = {
+            key: _section_from_yaml(value, backend, file, f"overrides.{key}.")
+            if isinstance(value, dict)
+            else value
+            for key, value in overrides.items()
+        }
     try:
-        spec = GridSpec.model_validate(raw)
+        return GridSpec.model_validate(raw)
     except ValidationError as exc:
-        err = from_validation_error(file, exc, model=GridSpec)
-        # the backend section is stored as 'settings': name it as the user wrote it
-        msg = re.sub(r"\bsettings\b", str(backend), err.message)
-        path = re.sub(r"\bsettings\b", str(backend), err.path)
-        raise SpecError(file, path, msg) from None
-    return spec
+        keys = {SETTINGS: backend} if isinstance(backend, str) else None
+        raise from_validation_error(file, exc, model=GridSpec, keys=keys) from None
+
+
+def spec_to_yaml(spec: GridSpec, *, defaults: bool = False) -> dict[str, Any]:
+    """``spec`` in its YAML shape, ready for ``yaml.safe_dump``: what was set (by the file, or by
+    whoever built the spec), or with ``defaults`` every field; the backend's section right after
+    ``backend``. :func:`spec_from_yaml` reads it back into an equal spec."""
+    data = spec.model_dump(mode="json", exclude_unset=not defaults)
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == SETTINGS:
+            continue
+        out[key] = value
+        if key == "backend" and SETTINGS in data:
+            out[spec.backend] = data[SETTINGS]
+    if SETTINGS in data and spec.backend not in out:  # the default backend, not written
+        out[spec.backend] = data[SETTINGS]
+    for name, override in (out.get("overrides") or {}).items():
+        if SETTINGS in override:
+            section = override.pop(SETTINGS)
+            out["overrides"][name] = {spec.backend: section, **override}
+    return out
+
+
+#: the loader's name for :func:`spec_from_yaml`
+parse_spec = spec_from_yaml
 
 
 def load_spec(path: str | Path) -> GridSpec:
@@ -86,4 +118,4 @@ def load_spec(path: str | Path) -> GridSpec:
         raise SpecError(
             file, "", "the file is empty" + ("" if not text.strip() else " (comments only)")
         )
-    return parse_spec(raw, file)
+    return spec_from_yaml(raw, file)

@@ -6,7 +6,8 @@ Every check returns the canonical name or raises the registry's
     unknown divergence 'kll'; known: tv, chi2, kl, hellinger, rkl, js (and alpha:<a>)
 
 The loader turns it into one ``FILE: path: message`` line. The backend registry is imported on
-first use (a backend module may import the grid).
+first use, by :func:`check_backend` (the grid sits above the backends: a backend never imports
+the grid, ``tests/test_layering.py``).
 """
 
 from __future__ import annotations

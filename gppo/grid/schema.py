@@ -35,9 +35,14 @@ Fields and defaults::
                                    params: a baseline's hyper-parameters, or for gppo cells
                                    ratio_bounds / dual_clip / loss_agg_mode
 
-The backend's own section (``local:`` / ``verl:``, named after ``backend``) is moved into
-:attr:`GridSpec.settings` by the loader and validated by the backend's ``settings_model``; in an
-override the same key overrides the backend settings of one cell. See :mod:`gppo.grid.load`.
+δ, r_min, ratio_bounds and dual_clip are checked by the objectives library's own rules
+(:mod:`gppo.objectives.checks`: δ a finite number > 0, r_min in (0, 1), dual_clip > 1 or null).
+
+The backend's own section (``local:`` / ``verl:``, named after ``backend``) is
+:attr:`GridSpec.settings` here (:func:`gppo.grid.load.spec_from_yaml` /
+:func:`~gppo.grid.load.spec_to_yaml` convert between the two shapes) and is validated by the
+backend's ``settings_model`` at expansion; in an override the same key overrides the backend
+settings of one cell.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 from gppo.grid import registries
 from gppo.objectives import defaults
 from gppo.objectives.aggregation import AGG_MODES
-from gppo.objectives.checks import check_ratio_bounds
+from gppo.objectives.checks import check_delta, check_dual_clip, check_r_min, check_ratio_bounds
 from gppo.objectives.divergences import paper_divergences
 from gppo.objectives.estimators import paper_estimators
 from gppo.objectives.methods import baseline_names
@@ -74,6 +79,10 @@ DivergenceName = Annotated[str, AfterValidator(registries.check_divergence)]
 EstimatorName = Annotated[str, AfterValidator(registries.check_estimator)]
 BaselineName = Annotated[str, AfterValidator(registries.check_baseline)]
 Seed = Annotated[int, AfterValidator(_check_seed)]
+#: the objectives library's rules and wording (:mod:`gppo.objectives.checks`), nothing restated
+Delta = Annotated[float, AfterValidator(check_delta)]
+RMin = Annotated[float, AfterValidator(check_r_min)]
+DualClip = Annotated[float | None, AfterValidator(check_dual_clip)]
 
 
 class _Strict(BaseModel):
@@ -110,7 +119,7 @@ class GridAxes(_Strict):
 
 class Objective(_Strict):
     ratio_bounds: tuple[float, float] | None = defaults.RATIO_BOUNDS
-    dual_clip: float | None = Field(defaults.DUAL_CLIP, gt=1.0)
+    dual_clip: DualClip = defaults.DUAL_CLIP
     loss_agg_mode: Literal[LOSS_AGG_MODES] = "token-mean"  # type: ignore[valid-type]
 
     @field_validator("ratio_bounds")
@@ -120,17 +129,9 @@ class Objective(_Strict):
 
 
 class Calibration(_Strict):
-    r_min: float = Field(defaults.R_MIN, gt=0.0, lt=1.0)
+    r_min: RMin = defaults.R_MIN
     #: explicit δ keyed by divergence (``kl``) or cell id (``kl-atomic`` / ``kl-atomic-s0``).
-    delta: dict[str, float] = Field(default_factory=dict)
-
-    @field_validator("delta")
-    @classmethod
-    def _pos(cls, v: dict[str, float]) -> dict[str, float]:
-        for key, d in v.items():
-            if not d > 0:
-                raise ValueError(f"delta for {key!r} must be > 0 (got {d})")
-        return v
+    delta: dict[str, Delta] = Field(default_factory=dict)
 
 
 class Eval(_Strict):
@@ -212,10 +213,10 @@ class Retries(_Strict):
 
 
 class Override(_Strict):
-    """Per-cell override; the backend section (``local:``) is moved into ``settings``."""
+    """Per-cell override; the backend section (``local:``) is ``settings`` here."""
 
     settings: dict[str, Any] = Field(default_factory=dict)
-    delta: float | None = Field(None, gt=0)
+    delta: Delta | None = None
     params: dict[str, Any] = Field(default_factory=dict)  # method hyper-parameters (baselines)
     resources: ResourceSpec | None = None
 
@@ -230,7 +231,7 @@ class GridSpec(_Strict):
     objective: Objective = Field(default_factory=Objective)
     calibration: Calibration = Field(default_factory=Calibration)
     seeds: int | list[Seed] = 1
-    reference: str = "tv/mc"
+    reference: str = defaults.REFERENCE
     benchmarks: list[str] = Field(default_factory=list)
     eval: Eval = Field(default_factory=Eval)
     tracking: Tracking = Field(default_factory=Tracking)
@@ -285,7 +286,7 @@ class GridSpec(_Strict):
     def _cross(self) -> GridSpec:
         grid_refs = [f"{d}/{e}" for d in self.grid.divergences for e in self.grid.estimators]
         if "reference" not in self.model_fields_set and self.reference not in grid_refs:
-            # the default tv/mc is not in this grid: compare against its first cell instead
+            # the default reference is not in this grid: compare against its first cell instead
             object.__setattr__(self, "reference", grid_refs[0])
         for name in self.baseline_params:
             if name not in self.baselines:

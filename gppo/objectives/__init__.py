@@ -1,5 +1,6 @@
 """GPPO objectives: pure torch (imports torch and the standard library; of ours only the leaf
-modules :mod:`gppo.errors` and :mod:`gppo.registry`). The math they implement (generators,
+modules :mod:`gppo.errors` and :mod:`gppo.registry`). The public names below are imported on
+first use, so ``import gppo.objectives.defaults`` (and ``.buckets``) loads no torch. The math they implement (generators,
 estimators, calibration, regions, the objective) is written out in docs/conventions.md.
 
 Public API:
@@ -17,22 +18,22 @@ Public API:
   :data:`.methods.METHODS` (:class:`gppo.registry.Registry`).
 """
 
-from .aggregation import AGG_MODES, agg_loss
-from .divergences import get_divergence, known_divergences
-from .estimators import get_estimator, known_estimators
-from .losses import MU_BUCKETS, gppo_policy_loss, gppo_token_loss
-from .regions import calibrate_delta, proximal_region
+from gppo.registry import lazy_exports
 
-__all__ = [
-    "AGG_MODES",
-    "MU_BUCKETS",
-    "agg_loss",
-    "calibrate_delta",
-    "get_divergence",
-    "get_estimator",
-    "gppo_policy_loss",
-    "gppo_token_loss",
-    "known_divergences",
-    "known_estimators",
-    "proximal_region",
-]
+#: the public names and the submodule each lives in, imported on first use: the torch-free parts
+#: (:mod:`.defaults`, :mod:`.buckets`) stay importable without torch (``gppo.metrics`` uses them)
+_EXPORTS = {
+    "AGG_MODES": "aggregation",
+    "MU_BUCKETS": "buckets",
+    "agg_loss": "aggregation",
+    "calibrate_delta": "regions",
+    "get_divergence": "divergences",
+    "get_estimator": "estimators",
+    "gppo_policy_loss": "losses",
+    "gppo_token_loss": "losses",
+    "known_divergences": "divergences",
+    "known_estimators": "estimators",
+    "proximal_region": "regions",
+}
+__getattr__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted(_EXPORTS)

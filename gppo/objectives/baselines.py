@@ -2,7 +2,7 @@
 
 Each follows verl 0.9.1's registered policy loss of the same rule (``gspo``, ``geo_mean``,
 ``sapo``, ``cispo``, ``clip_cov``) formula for formula, so that our values and gradients agree
-with verl's on the same tensors (tests/objectives/test_verl_equivalence.py). Defaults are the
+with verl's on the same tensors (tests/objectives/test_obj_verl_equivalence.py). Defaults are the
 papers' (``DEFAULTS``). All take verl's (old_log_prob, log_prob, advantages, response_mask) (B, T)
 and return (loss, metrics) with the subset of the GPPO diagnostic keys that applies
 (``ratio_mean``/``ratio_max`` are of the token ratio exp(log_prob - old_log_prob)).

@@ -1,4 +1,14 @@
-"""Argument checks of the losses: clear errors naming the argument and what is allowed."""
+"""Argument checks of the losses: clear errors naming the argument and what is allowed.
+
+The one rule for each GPPO hyper-parameter: the losses, the grid spec (:mod:`gppo.grid.schema`),
+the tuner's search space and the verl plugin's config all call these, so they accept and refuse
+the same values with the same words:
+
+* ``delta``: a finite number > 0 (:func:`check_delta`);
+* ``r_min``: a number in the open interval (0, 1) (:func:`check_r_min`);
+* ``ratio_bounds``: :data:`RATIO_BOUNDS_RULE` (:func:`check_ratio_bounds`);
+* ``dual_clip``: None or a number > 1 (:func:`check_dual_clip`).
+"""
 
 from __future__ import annotations
 
@@ -46,7 +56,32 @@ def check_ratio_bounds(ratio_bounds: object) -> tuple[float, float] | None:
     return lo, hi
 
 
+def check_delta(delta: object) -> float:
+    """delta as a float; ValueError unless it is a finite number > 0."""
+    try:
+        d = float(delta)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(f"delta must be a finite number > 0, got {delta!r}") from None
+    if not (math.isfinite(d) and d > 0):
+        raise ValueError(f"delta must be a finite number > 0, got {delta!r}")
+    return d
+
+
+def check_r_min(r_min: object) -> float:
+    """r_min as a float; ValueError unless 0 < r_min < 1."""
+    try:
+        r = float(r_min)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"r_min must be a number in the open interval (0, 1), got {r_min!r}"
+        ) from None
+    if not (0.0 < r < 1.0):
+        raise ValueError(f"r_min must be a number in the open interval (0, 1), got {r_min!r}")
+    return r
+
+
 def check_dual_clip(dual_clip: object) -> float | None:
+    """dual_clip as a float, or None; ValueError unless it is None or a number > 1."""
     if dual_clip is None:
         return None
     try:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -48,6 +48,12 @@ class Divergence:
     argmin: float = 1.0
     slope_inf: float = math.inf
     formula: str = ""
+    #: how tables and figures name it (``χ²``); empty: the name
+    display: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.display:
+            object.__setattr__(self, "display", self.name)
 
     def f_of_ratio(self, r: Tensor) -> Tensor:
         """f(r) for r >= 0 (r = 0 is the limit t -> -inf)."""
@@ -123,6 +129,15 @@ def get_divergence(name: str) -> Divergence:
     return div
 
 
+def display_name(name: str) -> str:
+    """How tables and figures name a divergence: ``chi2`` -> ``χ²``, ``alpha:0.5`` -> ``α=0.5``;
+    a name no registry knows (a report of an older sweep's CSV) as it is."""
+    try:
+        return get_divergence(name).display
+    except KeyError:
+        return name
+
+
 def _xexpx(t: Tensor) -> Tensor:
     """t e^t with the limit 0 at t = -inf (r log r at r = 0)."""
     return torch.where(t == -math.inf, torch.zeros_like(t), t * torch.exp(t))
@@ -133,6 +148,7 @@ def _tv() -> Divergence:
     # |r - 1|, no 1/2: delta_TV = 0.2 equals PPO's epsilon = 0.2.
     return Divergence(
         "tv",
+        display="TV",
         f=lambda t: torch.expm1(t).abs(),
         df=lambda t: torch.sign(t) * torch.exp(t),
         slope_inf=1.0,
@@ -144,6 +160,7 @@ def _tv() -> Divergence:
 def _chi2() -> Divergence:
     return Divergence(
         "chi2",
+        display="χ²",
         f=lambda t: torch.expm1(t).square(),
         df=lambda t: 2.0 * torch.expm1(t) * torch.exp(t),
         formula="(r - 1)^2",
@@ -155,6 +172,7 @@ def _kl() -> Divergence:
     # -log r: D_f(pi || mu) = KL(mu || pi); negative for r > 1.
     return Divergence(
         "kl",
+        display="KL",
         f=lambda t: -t,
         df=lambda t: -torch.ones_like(t),
         argmin=math.inf,
@@ -167,6 +185,7 @@ def _kl() -> Divergence:
 def _hellinger() -> Divergence:
     return Divergence(
         "hellinger",
+        display="Hellinger",
         f=lambda t: torch.expm1(0.5 * t).square(),
         df=lambda t: torch.expm1(0.5 * t) * torch.exp(0.5 * t),
         slope_inf=1.0,
@@ -178,6 +197,7 @@ def _hellinger() -> Divergence:
 def _rkl() -> Divergence:
     return Divergence(
         "rkl",
+        display="RKL",
         f=_xexpx,
         df=lambda t: torch.exp(t) * (1.0 + t),
         argmin=math.exp(-1.0),
@@ -200,6 +220,7 @@ def _js_df(t: Tensor) -> Tensor:
 def _js() -> Divergence:
     return Divergence(
         "js",
+        display="JS",
         f=_js_f,
         df=_js_df,
         slope_inf=0.5 * _LOG2,
@@ -209,6 +230,10 @@ def _js() -> Divergence:
 
 def _alpha(a: float, name: str) -> Divergence:
     """(r^a - a r - (1 - a)) / (a (a - 1)); a = 1 -> r log r - r + 1, a = 0 -> -log r + r - 1."""
+    return replace(_alpha_generator(a, name), display="α=" + name.removeprefix(ALPHA_PREFIX))
+
+
+def _alpha_generator(a: float, name: str) -> Divergence:
     formula = f"(r^{a:g} - {a:g} r - (1 - {a:g})) / ({a:g} ({a:g} - 1))"
     if a == 1.0:
         return Divergence(

@@ -43,6 +43,12 @@ class Estimator:
     kind: str
     weight: Callable[[Tensor], Tensor] | None = None
     formula: str = ""
+    #: how tables and figures name it (``MC``); empty: the name
+    display: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.display:
+            object.__setattr__(self, "display", self.name)
 
     def estimate(self, div: Divergence, t: Tensor, log_mu: Tensor) -> Tensor:
         """Per-token D at log-ratio ``t`` and log behaviour probability ``log_mu`` (broadcast)."""
@@ -112,15 +118,25 @@ def binary_estimate(div: Divergence, t: Tensor, log_mu: Tensor) -> tuple[Tensor,
 
 
 estimator(
-    Estimator("mc", kind="abs", weight=lambda log_mu: torch.ones_like(log_mu), formula="|f(r)|"),
+    Estimator(
+        "mc",
+        kind="abs",
+        weight=lambda log_mu: torch.ones_like(log_mu),
+        formula="|f(r)|",
+        display="MC",
+    ),
     paper=True,
 )
-estimator(Estimator("atomic", kind="abs", weight=torch.exp, formula="mu |f(r)|"), paper=True)
+estimator(
+    Estimator("atomic", kind="abs", weight=torch.exp, formula="mu |f(r)|", display="Atomic"),
+    paper=True,
+)
 estimator(
     Estimator(
         "binary",
         kind="bernoulli",
         formula="mu f(r) + (1 - mu) f((1 - mu r)/(1 - mu))",
+        display="Binary",
     ),
     paper=True,
 )

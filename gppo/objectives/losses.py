@@ -36,14 +36,19 @@ from typing import Any
 import torch
 
 from .aggregation import agg_loss, check_agg_mode
-from .checks import check_dual_clip, check_ratio_bounds, check_same_shape
+from .buckets import MU_BUCKETS
+from .checks import (
+    check_delta,
+    check_dual_clip,
+    check_r_min,
+    check_ratio_bounds,
+    check_same_shape,
+)
 from .defaults import DUAL_CLIP, R_MIN, RATIO_BOUNDS
 from .divergences import get_divergence
 from .estimators import get_estimator
 from .regions import (
     calibrate_delta,
-    check_delta,
-    check_r_min,
     has_closed_form,
     log_mu_thresholds,
     mc_scalar_bounds,
@@ -54,14 +59,6 @@ from .solver import inner_table, solve_side
 Tensor = torch.Tensor
 
 LOG_RATIO_CLAMP = 20.0
-#: (name, lower, upper) buckets of mu, the same as gppo.metrics.MU_BUCKETS (objectives imports
-#: nothing of ours, so the values are repeated here and pinned by a test).
-MU_BUCKETS: tuple[tuple[str, float, float], ...] = (
-    ("mu_lt_0.01", 0.0, 0.01),
-    ("mu_0.01_0.1", 0.01, 0.1),
-    ("mu_0.1_0.5", 0.1, 0.5),
-    ("mu_ge_0.5", 0.5, 1.0),
-)
 _NONE, _LOW, _HIGH, _DUAL = 0, 1, 2, 3
 _LANES = 8  # of the metrics' bincount (8 * 32 bins fit a uint8 code)
 

@@ -8,7 +8,8 @@
 
 The aliases are tagged ``alias`` and the baselines ``baseline`` in :data:`METHODS`; the report's
 alias table (:func:`alias_cells`) and the spec's list of baselines (:func:`baseline_names`) are
-read from here.
+read from here, and so is each method's vocabulary (:class:`Method`: its display name in tables
+and figures, the verl loss mode that runs it, its figure colour).
 
 ``get_method(name).loss(old_log_prob, log_prob, advantages, response_mask, *,
 loss_agg_mode="token-mean", global_batch_info=None, **params)``; ``params`` are merged over
@@ -45,7 +46,13 @@ _GPPO_DEFAULTS: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Method:
-    """A named loss with its default hyper-parameters."""
+    """A named loss with its default hyper-parameters, and how the rest of the tool names it.
+
+    ``display`` is its name in tables and figures (``Clip-Cov``; empty: the name upper-cased),
+    ``verl_loss_mode`` the verl policy loss that runs it (``geo_mean`` for GMPO, ``gppo`` for our
+    own; None: no verl loss of its own, e.g. an alias, which runs as its grid cell) and
+    ``colour`` its line colour in the report's figures (None: grid cells take their estimator's).
+    """
 
     name: str
     fn: LossFn
@@ -56,6 +63,13 @@ class Method:
     extra: frozenset[str] = field(default_factory=frozenset)  # accepted, no default (generator)
     translate: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     description: str = ""
+    display: str = ""
+    verl_loss_mode: str | None = None
+    colour: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.display:
+            object.__setattr__(self, "display", self.name.upper())
 
     @property
     def param_names(self) -> frozenset[str]:
@@ -143,6 +157,17 @@ def baseline_names() -> list[str]:
     return METHODS.names(BASELINE)
 
 
+def verl_loss_modes() -> dict[str, str]:
+    """Each method that verl runs with a loss of its own and that loss mode: ``{"gppo": "gppo",
+    "gspo": "gspo", "gmpo": "geo_mean", ...}`` (the aliases run as grid cells: method gppo)."""
+    out = {}
+    for name in METHODS.names():
+        mode = METHODS.get(name).verl_loss_mode
+        if mode is not None:
+            out[name] = mode
+    return out
+
+
 def _cell(divergence: str, estimator: str) -> LossFn:
     def fn(*args: Any, **kwargs: Any) -> tuple[Tensor, dict[str, float]]:
         return gppo_policy_loss(*args, divergence=divergence, estimator=estimator, **kwargs)
@@ -163,6 +188,7 @@ register_method(
         MappingProxyType(dict(_GPPO_DEFAULTS)),
         required=("divergence", "estimator"),
         description="GPPO: clip to the per-token proximal region of a Divergence x Estimator cell",
+        verl_loss_mode="gppo",
     )
 )
 for _name, _div, _est, _desc in (
@@ -195,13 +221,20 @@ register_method(
     ),
     tags=(ALIAS,),
 )
-for _name, _fn, _desc in (
-    ("gspo", baselines.gspo_loss, "GSPO: sequence-level ratio, PPO clip on it"),
-    ("gmpo", baselines.gmpo_loss, "GMPO: geometric mean of token ratios, log-space clip"),
-    ("sapo", baselines.sapo_loss, "SAPO: soft sigmoid gate (aggregates seq-mean-token-mean)"),
-    ("cispo", baselines.cispo_loss, "CISPO: clipped detached IS weight x A x log pi"),
-    ("clip_cov", baselines.clip_cov_loss, "Clip-Cov: PPO clip + covariance-band gradient cut"),
-):
+#: (name, loss, display name, verl loss mode, figure colour, description), Table 1's order
+_BASELINES: tuple[tuple[str, LossFn, str, str, str, str], ...] = (
+    ("gspo", baselines.gspo_loss, "GSPO", "gspo", "tab:green",
+     "GSPO: sequence-level ratio, PPO clip on it"),
+    ("gmpo", baselines.gmpo_loss, "GMPO", "geo_mean", "tab:orange",
+     "GMPO: geometric mean of token ratios, log-space clip"),
+    ("sapo", baselines.sapo_loss, "SAPO", "sapo", "tab:purple",
+     "SAPO: soft sigmoid gate (aggregates seq-mean-token-mean)"),
+    ("cispo", baselines.cispo_loss, "CISPO", "cispo", "tab:brown",
+     "CISPO: clipped detached IS weight x A x log pi"),
+    ("clip_cov", baselines.clip_cov_loss, "Clip-Cov", "clip_cov", "tab:pink",
+     "Clip-Cov: PPO clip + covariance-band gradient cut"),
+)  # fmt: skip
+for _name, _fn, _display, _mode, _colour, _desc in _BASELINES:
     register_method(
         Method(
             _name,
@@ -209,6 +242,9 @@ for _name, _fn, _desc in (
             MappingProxyType(dict(baselines.DEFAULTS[_name])),
             extra=frozenset({"generator"}) if _name == "clip_cov" else frozenset(),
             description=_desc,
+            display=_display,
+            verl_loss_mode=_mode,
+            colour=_colour,
         ),
         tags=(BASELINE,),
     )

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from .checks import check_delta, check_r_min
 from .defaults import R_MIN
 from .divergences import get_divergence
 from .estimators import get_estimator
@@ -44,31 +45,6 @@ def closed_form(div: str, est: str) -> Callable[[ClosedForm], ClosedForm]:
 
 def has_closed_form(divergence: str, estimator: str) -> bool:
     return (divergence, estimator) in _CLOSED
-
-
-# ---- validation ------------------------------------------------------------------------------
-def check_delta(delta: object) -> float:
-    """delta as a float; ValueError unless it is a finite number > 0."""
-    try:
-        d = float(delta)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(f"delta must be a finite number > 0, got {delta!r}") from None
-    if not (math.isfinite(d) and d > 0):
-        raise ValueError(f"delta must be a finite number > 0, got {delta!r}")
-    return d
-
-
-def check_r_min(r_min: object) -> float:
-    """r_min as a float; ValueError unless 0 < r_min < 1."""
-    try:
-        r = float(r_min)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"r_min must be a number in the open interval (0, 1), got {r_min!r}"
-        ) from None
-    if not (0.0 < r < 1.0):
-        raise ValueError(f"r_min must be a number in the open interval (0, 1), got {r_min!r}")
-    return r
 
 
 def calibrate_delta(divergence: str, r_min: float = R_MIN) -> float:

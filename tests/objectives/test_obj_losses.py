@@ -9,7 +9,6 @@ import pytest
 import torch
 from objectives_helpers import AGG_MODES, ALL_CELLS, finite, make_batch, reference_token_loss
 
-import gppo.metrics as gm
 from gppo.objectives import (
     MU_BUCKETS,
     agg_loss,
@@ -198,10 +197,6 @@ def test_metrics_keys_and_values() -> None:
         assert m[f"clip_frac/{name}"] == pytest.approx(want)
         want_lo = float((low & inb).sum() / nb) if nb > 0 else 0.0
         assert m[f"clip_frac_low/{name}"] == pytest.approx(want_lo)
-
-
-def test_mu_buckets_match_shared_names() -> None:
-    assert MU_BUCKETS == gm.MU_BUCKETS
 
 
 def test_all_masked_and_no_grad() -> None:
