@@ -8,7 +8,7 @@ lookup with one wording that lists the known names (:class:`~gppo.errors.Unknown
 
 Names are listed in declaration order. Entries may be *lazy*: ``add_lazy(name, "module.path")``
 names the module whose import registers ``name``, so that ``import gppo`` stays light (the
-backends use this for ``local`` and ``verl``, the CPU testbed for its domains).
+backends, found through their entry points, and the CPU testbed's domains use this).
 
 Tables derived from a registry in modules that must not import it at import time (the report
 reads a CSV without torch) are :class:`LazyTuple` / :class:`LazyMapping`: built on first use.
@@ -37,9 +37,17 @@ class Registry(Generic[V]):
     lists derived from a registry (the default grid, the baselines) are written nowhere else.
     """
 
-    def __init__(self, kind: str, *, families: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        kind: str,
+        *,
+        families: tuple[str, ...] = (),
+        discover: Callable[[Registry[V]], None] | None = None,
+    ) -> None:
         self.kind = kind
         self.families = families
+        #: called once, on the first lookup or listing, to declare more entries (entry points)
+        self._discover = discover
         self._entries: dict[str, V] = {}
         self._lazy: dict[str, str] = {}
         self._order: dict[str, frozenset[str]] = {}  # every name in declaration order -> tags
@@ -65,24 +73,34 @@ class Registry(Generic[V]):
         return deco
 
     def add_lazy(self, name: str, module: str, *, tags: Iterable[str] = ()) -> None:
-        """Name ``module`` as the one whose import registers ``name`` (imported on first use)."""
+        """Name ``module`` as the one whose import registers ``name`` (imported on first use);
+        ``"module:attr"``: that attribute is the value, registered after the import unless the
+        module registered ``name`` itself (a plug-in found through an entry point)."""
         if name in self._order:
             raise DuplicateNameError(f"{self.kind} {name!r} is already registered")
         self._lazy[name] = module
         self._order[name] = frozenset(tags)
 
+    def _discovered(self) -> None:
+        discover, self._discover = self._discover, None
+        if discover is not None:
+            discover(self)
+
     def names(self, tag: str | None = None) -> list[str]:
         """Known names in declaration order (lazy ones included), only those tagged ``tag`` if
         given."""
+        self._discovered()
         return [n for n, tags in self._order.items() if tag is None or tag in tags]
 
     def __contains__(self, name: object) -> bool:
+        self._discovered()
         return isinstance(name, str) and name in self._order
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
 
     def __len__(self) -> int:
+        self._discovered()
         return len(self._order)
 
     def unknown(self, name: object, *, tag: str | None = None) -> UnknownNameError:
@@ -98,10 +116,14 @@ class Registry(Generic[V]):
     def get(self, name: str, *, tag: str | None = None) -> V:
         """The value registered as ``name`` (importing its module first when lazy); with ``tag``
         only a name carrying that tag is found."""
+        self._discovered()
         if tag is not None and (name not in self or tag not in self._order[name]):
             raise self.unknown(name, tag=tag)
         if isinstance(name, str) and name not in self._entries and name in self._lazy:
-            importlib.import_module(self._lazy[name])
+            module, _, attr = self._lazy[name].partition(":")
+            loaded = importlib.import_module(module)
+            if attr and name not in self._entries:
+                self._entries[name] = getattr(loaded, attr)
         try:
             return self._entries[name]
         except (KeyError, TypeError):

@@ -97,11 +97,28 @@ class Backend(ABC):
         """Turn one resolved cell into the job that trains and evaluates it (pure)."""
 
 
-#: the backends by name; the built-in ones are lazy (imported on first use) so that ``import
-#: gppo`` stays light (no verl, no torch).
-BACKENDS: Registry[type[Backend]] = Registry("backend")
-BACKENDS.add_lazy("local", "gppo.backends.local.backend")
-BACKENDS.add_lazy("verl", "gppo.backends.verl.backend")
+#: The entry-point group that names backends: ``name = "package.module:BackendClass"`` in a
+#: package's metadata (ours: pyproject.toml's ``[project.entry-points."gppo.backends"]``), so a
+#: package outside this repository adds a backend a spec can name (``backend: name``).
+ENTRY_POINT_GROUP = "gppo.backends"
+
+
+def _declare_entry_points(registry: Registry[type[Backend]]) -> None:
+    """Declare (not import) every backend named in the installed packages' entry points."""
+    from importlib.metadata import entry_points
+
+    found = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
+    for ep in sorted(found, key=lambda ep: ep.name not in BUILT_IN):  # ours first
+        if ep.name not in registry:  # a class registered by hand keeps its name
+            registry.add_lazy(ep.name, ep.value)
+
+
+#: the backends this package ships (in its own entry points)
+BUILT_IN = ("local", "verl", "trl")
+
+#: the backends by name: declared from :data:`ENTRY_POINT_GROUP` on the first lookup and
+#: imported on first use, so that ``import gppo`` stays light (no verl, no torch)
+BACKENDS: Registry[type[Backend]] = Registry("backend", discover=_declare_entry_points)
 
 
 def register_backend(cls: type[Backend]) -> type[Backend]:

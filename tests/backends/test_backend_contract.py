@@ -100,3 +100,164 @@ def test_entrypoint_module_can_be_found(backend):
     assert spec is not None, module
     if spec.submodule_search_locations:  # a package: run through its __main__
         assert importlib.util.find_spec(f"{module}.__main__") is not None
+
+
+# ---- backends found through entry points ---------------------------------------------------------
+EXTERNAL_BACKEND = """
+from pydantic import BaseModel, ConfigDict
+
+from gppo.backends.base import Backend, Job
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    greeting: str = "hello"
+
+
+class OutsideBackend(Backend):
+    name = "outside"
+    settings_model = Settings
+    entrypoint_module = "outside_backend"
+
+    def default_benchmarks(self, settings):
+        return ("b1", "b2")
+
+    def job(self, cell):
+        return Job(argv=("python", "-m", self.entrypoint_module, cell.to_json()))
+"""
+
+
+@pytest.mark.slow
+def test_a_package_outside_the_repository_adds_a_backend_a_spec_can_name(tmp_path):
+    """An installed distribution whose metadata names ``outside = "outside_backend:OutsideBackend"``
+    in the ``gppo.backends`` group: a spec says ``backend: outside`` and plans (a fresh process,
+    as a user's would be); an unknown name still lists the known ones, the new one included."""
+    import subprocess
+
+    import yaml
+
+    site = tmp_path / "site"
+    (site / "outside_backend.py").parent.mkdir()
+    (site / "outside_backend.py").write_text(EXTERNAL_BACKEND)
+    info = site / "outside_backend-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: outside-backend\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        "[gppo.backends]\noutside = outside_backend:OutsideBackend\n"
+    )
+    spec = {
+        "name": "ext",
+        "backend": "outside",
+        "outside": {"greeting": "hi"},
+        "grid": {"divergences": ["tv"], "estimators": ["mc"]},
+        "seeds": 1,
+    }
+    (tmp_path / "grid.yaml").write_text(yaml.safe_dump(spec))
+    bad = {**spec, "backend": "nowhere"}
+    bad.pop("outside")
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(bad))
+    code = (
+        "import sys\n"
+        "from gppo.grid import load_plan\n"
+        "from gppo.errors import GppoError\n"
+        "plan = load_plan(sys.argv[1])\n"
+        "(cell,) = plan.cells\n"
+        "print(cell.backend, cell.settings['greeting'], ','.join(cell.benchmarks))\n"
+        "try:\n"
+        "    load_plan(sys.argv[2])\n"
+        "except GppoError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = {**__import__("os").environ, "PYTHONPATH": str(site)}
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "grid.yaml"), str(tmp_path / "bad.yaml")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    first, second = out.stdout.strip().splitlines()
+    assert first == "outside hi b1,b2"
+    assert "unknown backend 'nowhere'" in second and "local, verl" in second and "outside" in second
+
+
+# ---- the run protocol: every backend's entrypoint -----------------------------------------------
+def _open_run(tmp_path: Path) -> tuple[str, object, str]:
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("contract")).info.run_id
+    return uri, client, run_id
+
+
+def _run_local(cell: Cell, tmp_path: Path) -> tuple[object, str, int]:
+    """The testbed's real entrypoint (``python -m gppo.backends.local``) as the dispatcher runs
+    it: the job's argv and env, ``MLFLOW_RUN_ID`` naming the run, 2 steps on 4 prompts."""
+    import os
+    import subprocess
+    from dataclasses import replace
+
+    from gppo import metrics as M
+
+    small = {"steps": 2, "prompts_per_step": 4, "eval_prompts": 4, "minibatches": 2}
+    tiny = replace(cell, settings={**cell.settings, **small})
+    job = get_backend("local").job(tiny)
+    uri, client, run_id = _open_run(tmp_path)
+    env = {**os.environ, **job.env, M.ENV_TRACKING_URI: uri, M.ENV_RUN_ID: run_id}
+    out = subprocess.run(list(job.argv), env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return client, run_id, 2
+
+
+def _run_verl(cell: Cell, tmp_path: Path, monkeypatch) -> tuple[object, str, int]:
+    """verl's entrypoint around a stand-in of verl's trainer that logs as verl's does (its own
+    ``Tracking`` into the run): the trainer itself needs a GPU or the CPU venv (its real runs are
+    tests/backends/verl/test_verl_cpu_launch.py and test_verl_learning.py)."""
+    import gppo.backends.verl.__main__ as entry
+
+    from .verl.test_verl_metrics_map import _train, _val, _verl_session
+
+    uri, client, run_id = _open_run(tmp_path)
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("MLFLOW_RUN_ID", run_id)
+    scores = dict.fromkeys(cell.benchmarks, 0.25)
+
+    def stand_in(overrides):
+        steps = {0: _val(scores), 1: _train(1), 2: {**_train(2), **_val(scores)}}
+        _verl_session(monkeypatch, uri, run_id, steps)
+
+    monkeypatch.setattr(entry, "_run_verl", stand_in)
+    argv = list(get_backend("verl").job(cell).argv[3:])
+    argv[argv.index("--total-steps") + 1] = "2"
+    assert entry.main(argv) == 0
+    return client, run_id, 2
+
+
+#: how the contract runs each built-in backend's entrypoint here (a CPU, no GPU)
+PROTOCOL_RUNS = {"local": _run_local, "verl": _run_verl}
+
+
+def test_every_built_in_backend_has_a_protocol_run():
+    from gppo.backends.base import BUILT_IN
+
+    assert set(PROTOCOL_RUNS) == {b for b in BUILT_IN if b in BACKENDS.names()}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(PROTOCOL_RUNS))
+def test_the_entrypoint_logs_what_the_protocol_says(name, tmp_path, monkeypatch):
+    """The base evaluation at step 0 (with ``eval_base``), ``train/score`` at every step, the
+    final evaluation, then the finished tag: nothing missing (gppo.backends.cell_run)."""
+    from gppo.backends.cell_run import protocol_violations
+
+    plan = _plan(tmp_path, name)
+    cell = next(c for c in plan.cells if c.method == "gppo")
+    runner = PROTOCOL_RUNS[name]
+    args = (cell, tmp_path, monkeypatch) if name != "local" else (cell, tmp_path)
+    client, run_id, steps = runner(*args)
+    problems = protocol_violations(
+        client, run_id, eval_k=cell.eval_k, benchmarks=cell.benchmarks, final_step=steps
+    )
+    assert problems == []

@@ -27,31 +27,28 @@ def main() -> int:
     if failing and not s.get("mirror_lag"):
         print("probe failing on purpose", flush=True)
         return 3
-    from mlflow.tracking import MlflowClient
 
-    from gppo import metrics as M
-    from gppo.store.tracking import log_metrics, retry_locked
+    from gppo.backends.cell_run import CellRun
+    from gppo.store.tracking import retry_locked
 
-    client = MlflowClient(os.environ[M.ENV_TRACKING_URI])
-    run_id = os.environ[M.ENV_RUN_ID]
+    run = CellRun.attach(eval_k=cell["eval_k"], benchmarks=cell["benchmarks"])
+    client, run_id = run.client, run.run_id
     # the process's own span, recorded in its run (concurrency tests)
     retry_locked(lambda: client.set_tag(run_id, "probe.start", repr(started)))
-    k = cell["eval_k"]
-    evals = {M.eval_metric(b, k): 0.1 for b in cell["benchmarks"]} | {M.eval_domain_metric(k): 0.1}
-    log_metrics(client, run_id, evals, step=0)
+    run.log_evaluation(dict.fromkeys(cell["benchmarks"], 0.1), 0)
     if s.get("mirror_lag"):
-        return _lagging_mirror(client, run_id, s, failing, evals)
+        return _lagging_mirror(run, s, failing)
     for step in range(1, s["steps"] + 1):
         time.sleep(s.get("sleep_s", 0.0))
-        log_metrics(client, run_id, {M.TRAIN_SCORE: step / 10, M.ENTROPY: 1.0}, step=step)
+        run.log_train_step(step, {"score": step / 10, "entropy": 1.0})
+        run.flush()
         if step == 1 and attempt <= s.get("hang_times", 0):
             print("probe hanging on purpose", flush=True)
             time.sleep(90)  # a hung engine: alive, logging nothing (longer than any test waits)
-    evals = {key: 0.5 for key in evals}
-    log_metrics(client, run_id, evals, step=s["steps"])
+    run.log_evaluation(dict.fromkeys(cell["benchmarks"], 0.5), s["steps"])
     retry_locked(lambda: client.set_tag(run_id, "probe.note", s.get("note", "")))
     if not s.get("no_finish"):
-        retry_locked(lambda: client.set_tag(run_id, M.TAG_FINISHED, "true"))
+        run.finish(s["steps"])
     retry_locked(lambda: client.set_tag(run_id, "probe.end", repr(time.time())))
     if marker is not None:
         with open(marker / f"{cell['id']}.times", "a") as fh:
@@ -64,10 +61,12 @@ def main() -> int:
     return 0
 
 
-def _lagging_mirror(client, run_id: str, s: dict, failing: bool, evals: dict) -> int:
+def _lagging_mirror(run, s: dict, failing: bool) -> int:
     """verl under its entrypoint: raw steps at once, the train score one step behind."""
     from gppo import metrics as M
-    from gppo.store.tracking import log_metrics, retry_locked
+    from gppo.store.tracking import log_metrics
+
+    client, run_id = run.client, run.run_id
 
     raw = "training/global_step"
     done = max((int(m.step) for m in client.get_metric_history(run_id, raw)), default=0)
@@ -85,8 +84,8 @@ def _lagging_mirror(client, run_id: str, s: dict, failing: bool, evals: dict) ->
         print("probe failing on purpose", flush=True)
         return 3
     log_metrics(client, run_id, {M.TRAIN_SCORE: s["steps"] / 10}, step=s["steps"])
-    log_metrics(client, run_id, {key: 0.5 for key in evals}, step=s["steps"])
-    retry_locked(lambda: client.set_tag(run_id, M.TAG_FINISHED, "true"))
+    run.log_evaluation(dict.fromkeys(run.benchmarks, 0.5), s["steps"])
+    run.finish(s["steps"])
     return 0
 
 

@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from gppo import metrics as M
+from gppo.backends.cell_run import CellRun, evaluation_points
 from gppo.cell import Cell
 from gppo.store.tracking import cell_tags
 
@@ -78,8 +79,9 @@ def _process_age_s() -> float:
     return time.time() - psutil.Process().create_time()
 
 
-def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[str, Any]:
-    """Train and evaluate one cell, logging through ``log`` (a RunLogger) when given."""
+def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> dict[str, Any]:
+    """Train and evaluate one cell, logging into its run through ``log`` when given (the
+    backend protocol: :mod:`gppo.backends.cell_run`)."""
     import torch
 
     from gppo.backends.local.base_eval import cached_base_eval
@@ -119,14 +121,9 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
             res, reused = cached_base_eval(base, s, benchmarks, cell.eval_k, measure)
         else:
             res = measure()
-        res_all = {M.eval_metric(b, cell.eval_k): v for b, v in res.items()}
-        res_all[M.eval_domain_metric(cell.eval_k)] = sum(res.values()) / len(res)
-        evals[step] = res_all
+        evals[step] = evaluation_points(res, cell.eval_k, base=False)
         if log is not None:
-            if step == 0:  # the base model, also under its own name (see metrics.eval_base_metric)
-                log.log({M.eval_base_metric(b, cell.eval_k): v for b, v in res.items()}, step)
-            log.log(res_all, step)
-            log.flush()
+            log.log_evaluation(res, step)
         say(
             f"[{cell.id}] eval step {step}: "
             + json.dumps({k: round(v, 3) for k, v in res.items()})
@@ -142,16 +139,15 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
     history = []
     for step in range(1, s.steps + 1):
         out = trainer.step()
-        row = {M.train_metric(k): v for k, v in out.items()}
-        row[M.WALL_TIME] = time.perf_counter() - t_start
+        wall = time.perf_counter() - t_start
         history.append(out)
         if log is not None:
-            log.log(row, step)
+            log.log_train_step(step, out, wall_time_s=wall)
         if step % 5 == 0 or step == s.steps:
             say(
                 f"[{cell.id}] step {step} score {out['score']:.3f} "
                 f"clip {out.get('clip_frac_low', 0) + out.get('clip_frac_high', 0):.4f} "
-                f"kl {out.get('approx_kl', 0):.2e} {row[M.WALL_TIME]:.1f}s"
+                f"kl {out.get('approx_kl', 0):.2e} {wall:.1f}s"
             )
         if s.eval_every and step % s.eval_every == 0 and step != s.steps:
             t0 = time.perf_counter()
@@ -185,8 +181,7 @@ def run_cell(cell: Cell, log: Any | None = None, verbose: bool = True) -> dict[s
     }
     if log is not None:
         log.log(perf, s.steps)
-        log.flush()
-        log.set_tags({M.TAG_FINISHED: "true"})
+        log.finish(s.steps)
     return {
         "cell": cell.id,
         "built_base": base.built,
@@ -232,14 +227,12 @@ def main(argv: list[str] | None = None) -> int:
     if not (standalone and args.no_mlflow):
         from mlflow.tracking import MlflowClient
 
-        from gppo.store.run_logger import RunLogger
-
         uri = args.tracking_uri or os.environ.get(M.ENV_TRACKING_URI)
         client = MlflowClient(tracking_uri=uri) if uri else MlflowClient()
         if standalone:
             run_id = _standalone_run(client, cell, args.experiment)
             print(f"standalone MLflow run {run_id}", file=sys.stderr)
-        log = RunLogger(client, run_id)
+        log = CellRun(client, run_id, eval_k=cell.eval_k, benchmarks=cell.benchmarks)
     try:
         summary = run_cell(cell, log, verbose=not args.quiet)
     except BaseException:

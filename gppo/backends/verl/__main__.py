@@ -20,12 +20,11 @@ the last checkpoint's after it ends (step ``--total-steps``); verl's own validat
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import threading
 from collections.abc import Sequence
 
-from gppo import metrics as m
+from gppo.backends.cell_run import CellRun, ProtocolError
 
 
 def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -54,22 +53,12 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
 class _Mirror:
     """Background mirroring of verl's metrics onto ours (driver process, MLflow client only)."""
 
-    def __init__(
-        self, run_id: str, benchmarks: list[str], k: int, every: float, verl_scores: bool = True
-    ) -> None:
-        from mlflow.tracking import MlflowClient
-
-        # the job's MLFLOW_TRACKING_URI, explicitly: never a URI some library set in-process
-        self.client = MlflowClient(os.environ.get(m.ENV_TRACKING_URI))
-        self.run_id, self.benchmarks, self.k, self.every = run_id, benchmarks, k, every
+    def __init__(self, run: CellRun, every: float, verl_scores: bool = True) -> None:
+        self.run, self.client, self.run_id = run, run.client, run.run_id
+        self.benchmarks, self.k, self.every = list(run.benchmarks), run.eval_k, every
         self.verl_scores = verl_scores
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gppo-mirror", daemon=True)
-
-    def logged_step(self) -> int:
-        """The run's latest training step as verl logged it (0 if none)."""
-        history = self.client.get_metric_history(self.run_id, "training/global_step")
-        return max((int(metric.step) for metric in history), default=0)
 
     def once(self) -> list:
         from gppo.backends.verl.metrics_map import mirror_run
@@ -108,16 +97,11 @@ class _Testbed:
         self.assets = build_testbed_assets(a.testbed)
         ensure_train_stream(self.assets, a.seed, a.total_steps, a.prompts_per_step)
 
-    def score(self, mirror: _Mirror | None, step: int) -> None:
+    def score(self, run: CellRun | None, step: int) -> None:
         """avg@k of the base (step 0) or of verl's checkpoint at ``step``, logged once."""
         import time
 
-        from gppo.backends.verl.yardstick import (
-            eval_points,
-            final_hf_dir,
-            log_once,
-            score_model_dir,
-        )
+        from gppo.backends.verl.yardstick import final_hf_dir, score_model_dir
 
         a = self.args
         t0 = time.perf_counter()
@@ -129,10 +113,9 @@ class _Testbed:
             file=sys.stderr,
             flush=True,
         )
-        if mirror is not None:
-            points = eval_points(scores, a.eval_k, step == 0)
-            points[TESTBED_EVAL_S] = time.perf_counter() - t0
-            log_once(mirror.client, mirror.run_id, points, step)
+        if run is not None and run.log_evaluation(scores, step, once=True) is not None:
+            run.log({TESTBED_EVAL_S: time.perf_counter() - t0}, step)
+            run.flush()
 
 
 def _run_verl(overrides: list[str]) -> None:
@@ -160,20 +143,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("gppo verl: overrides valid")
         return 0
     benchmarks = [b for b in args.benchmarks.split(",") if b]
-    run_id = os.environ.get(m.ENV_RUN_ID)
+    # the job's MLFLOW_TRACKING_URI, explicitly: never a URI some library set in-process
+    run = CellRun.attach(eval_k=args.eval_k, benchmarks=benchmarks)
     testbed = _Testbed(args, benchmarks) if args.testbed else None
-    mirror = (
-        _Mirror(run_id, benchmarks, args.eval_k, args.mirror_every, testbed is None)
-        if run_id
-        else None
-    )
+    mirror = _Mirror(run, args.mirror_every, testbed is None) if run is not None else None
     if testbed is not None:
         testbed.prepare()
-        testbed.score(mirror, step=0)
-    if mirror is not None and args.checkpoint_dir:
+        testbed.score(run, step=0)
+    if run is not None and args.checkpoint_dir:
         from gppo.backends.verl.resume import align_checkpoints
 
-        note = align_checkpoints(args.checkpoint_dir, mirror.logged_step())
+        note = align_checkpoints(args.checkpoint_dir, run.last_step("training/global_step"))
         if note:
             print(f"[gppo] {note}", file=sys.stderr, flush=True)
     if mirror is not None:
@@ -184,19 +164,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if mirror is not None:
             mirror.stop()
     if testbed is not None:
-        testbed.score(mirror, step=args.total_steps)
-    if mirror is None:
+        testbed.score(run, step=args.total_steps)
+    if mirror is None or run is None:
         return 0
-    from gppo.backends.verl.metrics_map import has_final_eval
-
     mirror.once()
-    if not has_final_eval(mirror.client, run_id, args.eval_k, args.total_steps):
-        print(
-            f"gppo verl: training ended without a final evaluation at step {args.total_steps}",
-            file=sys.stderr,
-        )
+    try:
+        run.finish(args.total_steps)
+    except ProtocolError as exc:
+        print(f"gppo verl: {exc}", file=sys.stderr)
         return 1
-    mirror.client.set_tag(run_id, m.TAG_FINISHED, "true")
     return 0
 
 

@@ -7,7 +7,8 @@ are logged per step under verl's names. :func:`mapped_points` turns a run's verl
 the points our readers expect:
 
 * ``eval/<benchmark>/avg_at_k`` (same step) and ``eval/avg_at_k`` (mean over the cell's
-  benchmarks, at steps where all of them were evaluated);
+  benchmarks, at steps where all of them were evaluated); step 0 (the base model) also as
+  ``eval_base/<benchmark>/avg_at_k`` (the backend protocol, :mod:`gppo.backends.cell_run`);
 * ``train/score`` <- ``critic/score/mean``, ``train/entropy`` <- ``actor/entropy``,
   ``train/policy_loss`` <- ``actor/pg_loss``, ``train/wall_time_s`` <- running sum of
   ``timing_s/step``, ``train/approx_kl`` <- ``actor/approx_kl`` (GPPO) or ``actor/ppo_kl``
@@ -90,6 +91,8 @@ def mapped_points(
     name = m.eval_metric if verl_scores else m.verl_val_metric
     for bench, steps in sorted(per_bench.items()):
         out.extend(Point(name(bench, k), s, v) for s, v in sorted(steps.items()))
+        if verl_scores and 0 in steps:  # the base model (verl's val_before_train), by its own name
+            out.append(Point(m.eval_base_metric(bench, k), 0, steps[0]))
     wanted = list(benchmarks) or sorted(per_bench)
     if verl_scores and wanted and all(b in per_bench for b in wanted):
         common = set.intersection(*(set(per_bench[b]) for b in wanted))
@@ -154,9 +157,3 @@ def mirror_run(
             run_id, metrics=[Metric(p.key, p.value, now, p.step) for p in batch], synchronous=True
         )
     return new
-
-
-def has_final_eval(client, run_id: str, k: int, final_step: int) -> bool:
-    """Whether ``eval/avg_at_k`` was logged at ``final_step`` in the run."""
-    history = client.get_metric_history(run_id, m.eval_domain_metric(k))
-    return any(metric.step == final_step for metric in history)

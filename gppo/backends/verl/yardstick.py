@@ -15,8 +15,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from gppo import metrics as m
-
 
 def final_hf_dir(checkpoint_dir: str | Path, step: int) -> Path:
     """verl's Hugging Face export of the actor at ``step`` (``save_contents`` with ``hf_model``)."""
@@ -47,27 +45,3 @@ def score_model_dir(
         return evaluate(policy, get_domain(domain), list(benchmarks), k, seed)
     finally:
         torch.set_num_threads(threads)
-
-
-def eval_points(scores: dict[str, float], k: int, base: bool) -> dict[str, float]:
-    """The metrics of one evaluation, under a testbed cell's names."""
-    out = {m.eval_metric(b, k): v for b, v in scores.items()}
-    out[m.eval_domain_metric(k)] = sum(scores.values()) / len(scores)
-    if base:
-        out.update({m.eval_base_metric(b, k): v for b, v in scores.items()})
-    return out
-
-
-def log_once(client, run_id: str, values: dict[str, float], step: int) -> bool:
-    """Log ``values`` at ``step`` unless the run has them there already (a resumed attempt)."""
-    import time
-
-    from mlflow.entities import Metric
-
-    probe = next(iter(values))
-    if any(x.step == step for x in client.get_metric_history(run_id, probe)):
-        return False
-    now = int(time.time() * 1000)
-    metrics = [Metric(key, float(v), now, step) for key, v in values.items()]
-    client.log_batch(run_id, metrics=metrics, synchronous=True)
-    return True

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from gppo import metrics as m
+from gppo.backends.cell_run import CellRun, protocol_violations
 from gppo.backends.verl.metrics_map import (
     eval_name,
-    has_final_eval,
     mapped_points,
     mirror_run,
 )
@@ -80,14 +80,15 @@ def test_mirror_of_a_verl_logged_run(tmp_path, monkeypatch):
     assert m.clip_frac_bucket("mu_lt_0.01") in keys
     assert not any("maj" in k or "std" in k for k in keys)
     assert mirror_run(client, run_id, BENCH, 8) == []  # idempotent
-    assert not has_final_eval(client, run_id, 8, 4)
+    assert 4 not in CellRun(client, run_id, eval_k=8).evaluated_steps()
+    assert m.eval_base_metric("aime24", 8) in keys  # the base model under its own name
 
     # attempt 2 resumes the same run (reuse_run_on_retry): steps 3-4 and the final eval
     final = {"aime24": 0.2, "aime25": 0.3, "brumo25": 0.4, "smt25": 0.5}
     _verl_session(monkeypatch, uri, run_id, {3: _train(3), 4: {**_train(4), **_val(final)}})
     logged = mirror_run(client, run_id, BENCH, 8)
     assert {p.step for p in logged} == {3, 4}
-    assert has_final_eval(client, run_id, 8, 4)
+    assert 4 in CellRun(client, run_id, eval_k=8).evaluated_steps()
 
     hist = {
         k: {x.step: x.value for x in client.get_metric_history(run_id, k)}
@@ -147,6 +148,7 @@ def test_entrypoint_marks_finished_only_after_final_eval(
     tags = client.get_run(run_id).data.tags
     if reaches_final_eval:
         assert rc == 0 and tags.get(m.TAG_FINISHED) == "true"
+        assert protocol_violations(client, run_id, eval_k=8, benchmarks=BENCH, final_step=2) == []
         steps = [x.step for x in client.get_metric_history(run_id, m.eval_domain_metric(8))]
         assert sorted(steps) == [0, 2]
     else:
