@@ -1,13 +1,20 @@
 """The library, the grid spec and the verl plugin accept and refuse the same ratio bounds, with
-the library's wording (one rule: gppo.objectives.checks.RATIO_BOUNDS_RULE)."""
+the library's wording (one rule: gppo.objectives.checks.RATIO_BOUNDS_RULE); the library and the
+grid spec the same δ, r_min and dual_clip (gppo.objectives.checks)."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from gppo.grid.schema import Objective
-from gppo.objectives.checks import RATIO_BOUNDS_RULE, check_ratio_bounds
+from gppo.grid.schema import Calibration, Objective, Override
+from gppo.objectives.checks import (
+    RATIO_BOUNDS_RULE,
+    check_delta,
+    check_dual_clip,
+    check_r_min,
+    check_ratio_bounds,
+)
 
 BAD = [(1.0, 10.0), (0.5, 1.0), (-0.1, 10.0), (0.9, 0.8), (0.5, float("nan"))]
 GOOD = [(0.0, 10.0), (0.5, 10.0), (0.99, float("inf"))]
@@ -35,6 +42,66 @@ def test_every_layer_accepts_the_same_bounds(bounds):
     assert tuple(Objective(ratio_bounds=bounds).ratio_bounds) == bounds
     assert _plugin(bounds).ratio_bounds == bounds
     assert "0 <= low < 1 < high" in RATIO_BOUNDS_RULE
+
+
+INF, NAN = float("inf"), float("nan")
+#: name: (the library's check, refused, accepted, its wording, the spec's fields holding it)
+RULES = {
+    "delta": (
+        check_delta,
+        [0.0, -1.0, INF, NAN],
+        [1e-6, 0.2, 5.0],
+        "delta must be a finite number > 0",
+        [lambda v: Calibration(delta={"kl": v}).delta["kl"], lambda v: Override(delta=v).delta],
+    ),
+    "r_min": (
+        check_r_min,
+        [0.0, 1.0, 1.5, -0.2, NAN],
+        [0.01, 0.8, 0.999],
+        "r_min must be a number in the open interval (0, 1)",
+        [lambda v: Calibration(r_min=v).r_min],
+    ),
+    "dual_clip": (
+        check_dual_clip,
+        [1.0, 0.5, -3.0, NAN],
+        [1.0001, 10.0, INF, None],
+        "dual_clip must be None or a number > 1",
+        [lambda v: Objective(dual_clip=v).dual_clip],
+    ),
+}
+CASES = [
+    (name, v, ok)
+    for name, r in RULES.items()
+    for ok, vs in ((False, r[1]), (True, r[2]))
+    for v in vs
+]
+
+
+@pytest.mark.parametrize(("name", "value", "ok"), CASES, ids=[f"{n}={v}" for n, v, _ in CASES])
+def test_the_library_and_the_spec_share_each_rule_and_its_words(name, value, ok):
+    check, _, _, words, fields = RULES[name]
+    if ok:
+        assert check(value) == value
+        assert all(field(value) == value for field in fields)
+        return
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        check(value)
+    for field in fields:
+        with pytest.raises(ValidationError) as info:
+            field(value)
+        assert words in str(info.value)
+
+
+def test_the_loss_refuses_an_infinite_delta():
+    import torch
+
+    from gppo.objectives import gppo_policy_loss, proximal_region
+
+    x = torch.zeros(1, 2, dtype=torch.float64)
+    with pytest.raises(ValueError, match="delta must be a finite number > 0"):
+        gppo_policy_loss(x, x, x, torch.ones(1, 2), divergence="kl", estimator="mc", delta=INF)
+    with pytest.raises(ValueError, match="delta must be a finite number > 0"):
+        proximal_region("kl", "atomic", INF, torch.full((2,), 0.5))
 
 
 def test_each_baseline_default_is_written_once_in_DEFAULTS():

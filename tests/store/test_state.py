@@ -3,11 +3,13 @@ Ray or MLflow: runs are built from MLflow's own entity classes."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from mlflow.entities import Run, RunData, RunInfo, RunTag
 
 from gppo import metrics as M
-from gppo.store.state import ACTIVE_JOB, State, cell_state, run_state
+from gppo.store.state import State, cell_state, run_state
 
 HASH, OLD = "h-now", "h-before"
 
@@ -73,20 +75,20 @@ def test_without_a_job_lookup_a_running_run_reads_as_running():
     assert run_state("SCHEDULED", {}) is State.RUNNING
 
 
-def test_states_the_launcher_relies_on():
-    # every state is reachable: the derivation yields six, the launcher adds WAITING and ENDING
-    assert {s for s in State if s.unfinished} == {
-        State.PENDING, State.WAITING, State.RUNNING, State.ENDING
-    }  # fmt: skip
-    # the one vocabulary compares as plain text (CLI JSON, tidy CSV) and prints as its value
-    assert (
-        State.DONE == "done" and f"{State.FAILED}" == "failed" and str(State.STOPPED) == "stopped"
-    )
-    assert {"PENDING", "RUNNING"} == ACTIVE_JOB
+def test_a_state_reads_back_from_the_text_it_is_written_as():
+    """CLI JSON and the tidy CSV write a state as its value; reading that text gives the state."""
+    for state in State:
+        text = json.loads(json.dumps({"state": state}))["state"]
+        assert text == f"{state}" == state.value and State(text) is state
+        assert state == text  # a frame's status column compares with the state directly
 
 
-def test_dispatcher_outcomes_are_states():
-    from gppo.sweep.dispatcher import FAILED, FINISHED, RUN_STATUS, STOPPED
+def test_a_run_ended_by_the_dispatcher_derives_as_the_outcome_it_was_ended_with():
+    """What the dispatcher writes when it ends a run (MLflow status, the finished tag of a DONE
+    run) is read back by the one derivation as that same outcome."""
+    from gppo.sweep.dispatcher import RUN_STATUS
 
-    assert (FINISHED, FAILED, STOPPED) == (State.DONE, State.FAILED, State.STOPPED)
-    assert RUN_STATUS == {State.DONE: "FINISHED", State.STOPPED: "KILLED", State.FAILED: "FAILED"}
+    assert set(RUN_STATUS) == {State.DONE, State.FAILED, State.STOPPED}
+    for outcome, status in RUN_STATUS.items():
+        ended = run(status, finished=outcome is State.DONE)
+        assert cell_state([ended], HASH).state is outcome

@@ -18,6 +18,7 @@ from typing import Any
 import optuna
 from optuna.trial import TrialState
 
+from gppo.cell import cell_id
 from gppo.sweep.tuning.spec import ALPHA_FAMILY, Range, TuneSpec
 
 DEFAULT_ATTR = "gppo.default"
@@ -37,7 +38,7 @@ def cell_specs(spec: TuneSpec) -> list[TuneSpec]:
                     "alpha": spec.tune.space.alpha if div == ALPHA_FAMILY else None,
                 }
             )
-            study = f"{spec.study_name}.{div.replace(':', '')}-{est}"
+            study = f"{spec.study_name}.{cell_id(div, est)}"
             tune = spec.tune.model_copy(update={"space": space, "study": study, "per_cell": False})
             out.append(spec.model_copy(update={"tune": tune}))
     return out
@@ -63,10 +64,12 @@ def default_params(spec: TuneSpec) -> dict[str, Any]:
     """Optuna params of the base configuration (only those inside the searched ranges)."""
     from gppo.backends.base import get_backend
     from gppo.grid import registries
+    from gppo.grid.load import spec_from_yaml
 
     space = spec.tune.space
     params: dict[str, Any] = {}
-    r_min = float((spec.base.get("calibration") or {}).get("r_min", 0.8))
+    base = spec_from_yaml(spec.base, spec.file)
+    r_min = base.calibration.r_min
     if space.radius is not None:
         if space.radius.param == "r_min":
             value = r_min
@@ -78,9 +81,7 @@ def default_params(spec: TuneSpec) -> dict[str, Any]:
             value = name = None
         if name is not None and space.radius.low <= value <= space.radius.high:
             params[name] = value
-    backend = str(spec.base.get("backend", "local"))
-    raw = spec.base.get(backend) or {}
-    settings = get_backend(backend).validate_settings(raw).model_dump(mode="json")
+    settings = get_backend(base.backend).validate_settings(base.settings).model_dump(mode="json")
     ranges: dict[str, Range | list[Any]] = dict(space.settings)
     if space.lr is not None:
         ranges["lr"] = space.lr

@@ -1,10 +1,12 @@
 """Search space → Optuna parameters → one grid spec with a single cell (pure, no I/O).
 
 A trial is one point of the design space. :func:`suggest` draws it from an Optuna trial (ask);
-:func:`trial_grid` writes it as a grid spec mapping whose expansion is exactly one cell (the
-first seed of the base spec), so a trial goes through the grid loader, the backend and the
-dispatcher like any sweep cell. The same mapping with the base seeds is the best configuration's
-ready-to-launch grid spec (:func:`best_grid`).
+:func:`trial_spec` builds its :class:`~gppo.grid.schema.GridSpec` (the base spec, read once by
+the grid loader, with the trial's cell, radius and settings put in) whose expansion is exactly one
+cell (the first seed of the base spec), so a trial goes through the grid's validation and
+expansion, the backend and the dispatcher like any sweep cell. The same spec with the base seeds
+is the best configuration's ready-to-launch grid spec (:func:`best_spec`; :func:`best_grid` is it
+in its YAML shape, for ``best.yaml``).
 
 Optuna parameter names: ``divergence``, ``estimator`` (categorical, only when there is a choice),
 ``alpha`` (the ``a`` of ``alpha:<a>``, only when that family was drawn), ``r_min`` or ``delta``
@@ -18,6 +20,11 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from gppo.cell import cell_id, match_cell_key
+from gppo.grid import registries
+from gppo.grid.errors import from_validation_error
+from gppo.grid.load import SETTINGS, spec_from_yaml, spec_to_yaml
+from gppo.grid.schema import GridSpec
 from gppo.sweep.tuning.spec import ALPHA_FAMILY, RadiusRange, Range, Space, TuneSpec
 
 
@@ -113,57 +120,73 @@ def _set_dotted(section: dict[str, Any], key: str, value: Any) -> None:
     node[leaf] = value
 
 
-def _grid_mapping(spec: TuneSpec, cfg: TrialConfig, *, seeds: Any, name: str) -> dict[str, Any]:
-    grid = copy.deepcopy(spec.base)
-    grid["name"] = name
-    grid["grid"] = {"divergences": [cfg.divergence], "estimators": [cfg.estimator]}
-    grid["baselines"] = []
-    grid["reference"] = f"{cfg.divergence}/{cfg.estimator}"
-    grid["seeds"] = seeds
-    # keep only the overrides and explicit δ that name this trial's cell (others are not in its grid)
-    base_id = f"{cfg.divergence.replace(':', '')}-{cfg.estimator}"
-    seed_ids = {f"{base_id}-s{s}" for s in _seed_list(seeds)}
+def _grid_spec(spec: TuneSpec, cfg: TrialConfig, *, seeds: Any, name: str) -> GridSpec:
+    """The base spec as a :class:`GridSpec` of one cell, ``cfg``'s, on ``seeds`` (raises
+    :class:`SpecError` naming the base's field where the base or the trial's values are bad)."""
+    from pydantic import ValidationError
 
-    def mine(key: str) -> bool:
-        return key in (base_id, cfg.divergence) or key in seed_ids
+    base = spec_from_yaml({**spec.base, "name": name}, spec.file)
+    divergence = registries.check_divergence(cfg.divergence)  # as the grid spells it
+    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    cell = cell_id(divergence, cfg.estimator)
 
-    if isinstance(grid.get("overrides"), dict):
-        grid["overrides"] = {k: v for k, v in grid["overrides"].items() if mine(str(k))}
-    calibration = dict(grid.get("calibration") or {})
-    if isinstance(calibration.get("delta"), dict):
-        calibration["delta"] = {k: v for k, v in calibration["delta"].items() if mine(str(k))}
+    def mine(key: str) -> bool:  # the override and δ keys that name this trial's cell
+        return key == divergence or match_cell_key(key, {cell}, seed_list) is not None
+
+    cal = base.calibration
+    calibration: dict[str, Any] = {k: getattr(cal, k) for k in cal.model_fields_set}
+    if "delta" in calibration:
+        calibration["delta"] = {k: v for k, v in cal.delta.items() if mine(k)}
     if cfg.radius_param == "r_min":
         calibration["r_min"] = cfg.radius
         calibration.pop("delta", None)  # an explicit δ would override the tuned r_min
     elif cfg.radius_param == "delta":
-        calibration["delta"] = {cfg.divergence: cfg.radius}
-    if calibration:
-        grid["calibration"] = calibration
-    backend = grid.get("backend", "local")
-    section = dict(grid.get(backend) or {})
+        calibration["delta"] = {divergence: cfg.radius}
+    settings = copy.deepcopy(base.settings)
     if cfg.lr_key is not None:
-        _set_dotted(section, cfg.lr_key, cfg.lr)
+        _set_dotted(settings, cfg.lr_key, cfg.lr)
     for key, value in cfg.settings.items():
-        _set_dotted(section, key, value)
-    grid[backend] = section
-    return grid
+        _set_dotted(settings, key, value)
+    fields: dict[str, Any] = {k: getattr(base, k) for k in base.model_fields_set}
+    fields.update(
+        grid={"divergences": [divergence], "estimators": [cfg.estimator]},
+        baselines=[],
+        reference=f"{divergence}/{cfg.estimator}",
+        seeds=seeds,
+        settings=settings,
+        overrides={k: v for k, v in base.overrides.items() if mine(k)},
+    )
+    fields.pop("baseline_params", None)
+    if calibration:
+        fields["calibration"] = calibration
+    try:
+        return GridSpec.model_validate(fields)
+    except ValidationError as exc:
+        raise from_validation_error(
+            spec.file, exc, model=GridSpec, keys={SETTINGS: base.backend}
+        ) from None
 
 
-def _seed_list(seeds: Any) -> list[int]:
-    if isinstance(seeds, int):
-        return list(range(seeds))
-    return list(seeds) if seeds else [0]
+def trial_spec(spec: TuneSpec, cfg: TrialConfig, number: int) -> GridSpec:
+    """The grid spec of one trial: one cell, on the base spec's first seed."""
+    seeds = spec_from_yaml(spec.base, spec.file).seed_list[:1]
+    return _grid_spec(spec, cfg, seeds=seeds, name=f"{spec.study_name}-t{number}")
+
+
+def best_spec(spec: TuneSpec, cfg: TrialConfig) -> GridSpec:
+    """A ready-to-launch grid spec of the best configuration, with the base spec's seeds."""
+    seeds = spec_from_yaml(spec.base, spec.file).seeds
+    return _grid_spec(spec, cfg, seeds=seeds, name=f"{spec.study_name}-best")
 
 
 def trial_grid(spec: TuneSpec, cfg: TrialConfig, number: int) -> dict[str, Any]:
-    """The grid spec of one trial: one cell, on the base spec's first seed."""
-    seed = _seed_list(spec.base.get("seeds", 1))[0]
-    return _grid_mapping(spec, cfg, seeds=[seed], name=f"{spec.study_name}-t{number}")
+    """:func:`trial_spec` in its YAML shape."""
+    return spec_to_yaml(trial_spec(spec, cfg, number))
 
 
 def best_grid(spec: TuneSpec, cfg: TrialConfig) -> dict[str, Any]:
-    """A ready-to-launch grid spec of the best configuration, with the base spec's seeds."""
-    return _grid_mapping(spec, cfg, seeds=spec.base.get("seeds", 1), name=f"{spec.study_name}-best")
+    """:func:`best_spec` in its YAML shape (what ``best.yaml`` holds)."""
+    return spec_to_yaml(best_spec(spec, cfg))
 
 
 def _end(r: Range | RadiusRange | list[Any], end: str) -> Any:
