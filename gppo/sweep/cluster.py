@@ -25,10 +25,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from gppo.grid.schema import LocalHead
+from gppo.backends.base import get_backend
+from gppo.cell import Cell
+from gppo.grid.schema import GridSpec, LocalHead
 from gppo.sweep import ray_http
 from gppo.sweep.owner import pid_alive
 
@@ -182,6 +185,37 @@ def last_temp_dir(state_dir: Path) -> str | None:
         return None
 
 
+def local_head_for(spec: GridSpec, cells: Iterable[Cell] = ()) -> LocalHead:
+    """The resources of the local head a sweep of ``spec`` starts: ``ray.local_head`` as the spec
+    writes it, each field it leaves out (None) filled from what the spec's backend needs of a head
+    (:meth:`~gppo.backends.base.Backend.local_head_resources`: a verl CPU cell's Ray CPUs and
+    fake GPUs), the most any one cell needs times the cells that may run at once
+    (``ray.max_concurrent``, at most the number of cells). A field neither gives: what Ray
+    detects. ``cells``: the sweep's cells (settings after per-cell overrides); none (a tuning
+    study): the spec's own backend section."""
+    backend = get_backend(spec.backend)
+    cells = tuple(cells)
+    distinct: dict[str, object] = {}  # cells mostly share their settings: each once
+    for s in [c.settings for c in cells] or [spec.settings]:
+        distinct.setdefault(json.dumps(s, sort_keys=True, default=str), s)
+    needs = [
+        backend.local_head_resources(backend.validate_settings(s) if isinstance(s, dict) else s)
+        for s in distinct.values()
+    ]
+    needs = [n for n in needs if n is not None]
+    head = spec.ray.local_head
+    if not needs:
+        return head
+    at_once = min(spec.ray.max_concurrent, len(cells) or spec.ray.max_concurrent)
+    derived = {
+        "num_cpus": at_once * max(round(n.num_cpus) for n in needs),
+        "num_gpus": at_once * max(round(n.num_gpus) for n in needs),
+    }
+    return head.model_copy(
+        update={k: v for k, v in derived.items() if getattr(head, k) is None and v > 0}
+    )
+
+
 def ensure_cluster(
     address: str | None, state_dir: Path, *, start: bool = True, local_head: LocalHead | None = None
 ) -> Cluster | None:
@@ -189,8 +223,8 @@ def ensure_cluster(
 
     ``address`` (or ``RAY_ADDRESS``) given: that cluster's Jobs API. Otherwise the local head
     recorded in ``state_dir`` if it is alive, else (when ``start``) a new local head with the
-    resources of ``local_head`` (``ray.local_head``); with ``start=False`` and
-    no head, ``None``.
+    resources of ``local_head`` (:func:`local_head_for` a spec); with ``start=False`` and no
+    head, ``None``.
     """
     address = address or os.environ.get("RAY_ADDRESS")
     if address:

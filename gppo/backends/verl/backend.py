@@ -26,15 +26,12 @@ against verl's config classes when verl is installed on the launching machine.
 from __future__ import annotations
 
 import importlib.util
-import sys
 from typing import ClassVar
 
 from gppo.backends.base import Backend, Job, register_backend
-from gppo.backends.verl.cpu import CPU_ENV
 from gppo.backends.verl.overrides import cell_checkpoint_dir, cell_overrides
 from gppo.backends.verl.settings import DOMAIN_BENCHMARKS, VerlSettings
 from gppo.cell import Cell, Resources
-from gppo.errors import BackendError
 
 PLUGIN_MODULE = "gppo.backends.verl.plugin"
 #: Env vars verl's ``main_ppo`` puts in its own ``ray.init`` runtime env (constants_ppo.py): the
@@ -69,10 +66,6 @@ VERL_RESERVED_ENV = frozenset(
 DISPATCHER_ENV = frozenset({"MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID"})
 
 
-class CPUEnvironmentMissing(BackendError):
-    """A verl CPU spec launched from a Python without vLLM (one line; nothing submitted)."""
-
-
 @register_backend
 class VerlBackend(Backend):
     name: ClassVar[str] = "verl"
@@ -94,17 +87,25 @@ class VerlBackend(Backend):
         validation pass (every ``eval_every`` steps) and save a checkpoint (``save_every``)."""
         return 3600.0
 
+    def local_head_resources(self, settings: VerlSettings) -> Resources | None:
+        """A CPU cell: the CPU mode's (:meth:`gppo.backends.verl.cpu.CpuMode.local_head`: Ray
+        CPUs and one fake GPU per verl worker); a GPU cell: None (what Ray detects)."""
+        if not settings.cpu:
+            return None
+        from gppo.backends.verl.cpu import CPU_MODE
+
+        return CPU_MODE.local_head(settings)
+
     def prepare(self, settings: VerlSettings) -> None:
-        """``cpu: true``: check that this Python (the one the cells run with) has vLLM's CPU
-        build; ``smoke_assets: true``: build the tiny model and data once (a few seconds)."""
-        if settings.cpu and settings.python is None and importlib.util.find_spec("vllm") is None:
-            raise CPUEnvironmentMissing(
-                "verl.cpu: true runs verl and vLLM's CPU build in this Python, which has no vLLM: "
-                "create the verl CPU environment with scripts/verl-cpu-env.sh and launch with "
-                ".venv-verl-cpu/bin/gppo-sweep"
-            )
+        """``cpu: true``: check that the Python the cells run with has vLLM's CPU build
+        (:meth:`gppo.backends.verl.cpu.CpuMode.check_environment`); ``smoke_assets: true`` /
+        ``testbed: true``: build the model and data once."""
+        if settings.cpu:
+            from gppo.backends.verl.cpu import CPU_MODE
+
+            CPU_MODE.check_environment(settings)
         if settings.smoke_assets:
-            from gppo.backends.verl.cpu.smoke import build_smoke_assets
+            from gppo.backends.verl.smoke import build_smoke_assets
 
             build_smoke_assets()
         if settings.testbed:
@@ -129,7 +130,10 @@ class VerlBackend(Backend):
             except VerlConfigError as exc:
                 raise VerlConfigError(f"cell {cell.id}: {exc}") from None
         benchmarks = cell.benchmarks or self.default_benchmarks(settings)
-        python = settings.python or (sys.executable if settings.cpu else "python")
+        cpu_mode = None
+        if settings.cpu:
+            from gppo.backends.verl.cpu import CPU_MODE as cpu_mode
+        python = cpu_mode.python(settings) if cpu_mode else settings.python or "python"
         argv = (
             python,
             "-m",
@@ -162,8 +166,8 @@ class VerlBackend(Backend):
             *overrides,
         )
         env = {**settings.env, "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
-        if settings.cpu:
-            env = {**CPU_ENV, **env}
+        if cpu_mode:
+            env = cpu_mode.job_env(env)
         resources = Resources(
             num_cpus=cell.resources.num_cpus,
             num_gpus=float(settings.n_gpus),

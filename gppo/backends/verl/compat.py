@@ -27,7 +27,7 @@ have a valid 'model' or 'language_model' attribute" for any model that keeps its
 vLLM's ``GPT2LMHeadModel`` keeps them in ``.transformer``. A model without either attribute has no
 MoE layers for verl to patch, so :func:`tolerate_models_without_inner_model` makes the function
 return for it and calls verl's own for every other model. Applied in vLLM's processes by the
-``vllm.general_plugins`` hook (:func:`gppo.backends.verl.cpu.vllm_plugin`), on CPU and GPU alike,
+``vllm.general_plugins`` hook (:func:`gppo.backends.verl.hooks.vllm_plugin`), on CPU and GPU alike,
 before vLLM resolves verl's worker extension (``vllm/v1/worker/worker_base.py``, ``init_worker``).
 """
 

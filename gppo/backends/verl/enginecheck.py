@@ -144,8 +144,8 @@ def engine_step(
 
 
 def build_engine_for_tests(model_dir: Any, param_dtype: str) -> Any:
-    """:func:`.cpu.platform.build_engine` with the defaults the checks use."""
-    from gppo.backends.verl.cpu.platform import build_engine
+    """:func:`.engine.build_engine` with the defaults the checks use."""
+    from gppo.backends.verl.engine import build_engine
 
     return build_engine(model_dir, param_dtype=param_dtype)
 

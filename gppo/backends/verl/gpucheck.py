@@ -121,14 +121,12 @@ def bench_losses(b: int, t: int, device: str, repeats: int = 10) -> list[dict[st
 def engine_section(device: str) -> dict[str, Any]:
     """One bf16 engine step on a small random Qwen2 with loss mode gppo (needs verl)."""
     from gppo.backends.verl import enginecheck as ec
-    from gppo.backends.verl.cpu.platform import (
-        build_engine,
-        init_single_process_group,
-        install_cpu_platform,
-    )
-    from gppo.backends.verl.cpu.tiny import tiny_causal_lm
+    from gppo.backends.verl.engine import build_engine, init_single_process_group
+    from gppo.backends.verl.tiny import tiny_causal_lm
 
-    if device == "cpu":
+    if device == "cpu":  # no GPU here: verl needs our CPU platform before its engine module
+        from gppo.backends.verl.cpu.platform import install_cpu_platform
+
         install_cpu_platform()
     from verl.workers.config import ActorConfig
 

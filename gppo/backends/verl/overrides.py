@@ -1,4 +1,5 @@
-"""Cell -> the Hydra overrides of one ``verl.trainer.main_ppo`` run (pure: no verl import).
+"""Cell -> the Hydra overrides of one ``verl.trainer.main_ppo`` run (pure: no verl import; a CPU
+cell adds the CPU mode's, :data:`gppo.backends.verl.cpu.CPU_OVERRIDES`).
 
 The overrides are built as an ordered ``{key: python value}`` mapping and rendered into Hydra's
 override grammar by :func:`render`, which quotes every string (no value from a spec can change
@@ -221,7 +222,9 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
     if s.verl_validation == "none":
         ov["trainer.test_freq"] = -1
     if s.cpu:
-        ov.update(CPU_OVERRIDES)
+        from gppo.backends.verl.cpu import CPU_MODE
+
+        ov.update(CPU_MODE.overrides)
     if s.rollout_max_num_seqs is not None:
         ov[f"{ROLLOUT}.max_num_seqs"] = s.rollout_max_num_seqs
     return ov
@@ -235,28 +238,6 @@ FLOAT32_OVERRIDES: dict[str, Any] = {
     f"+{ACTOR}.fsdp_config.mixed_precision.reduce_dtype": "fp32",
     f"+{ACTOR}.fsdp_config.mixed_precision.buffer_dtype": "fp32",
     f"{ROLLOUT}.dtype": "float32",
-}
-
-
-#: What a verl CPU run (``verl.cpu: true``) changes beside the cell's own settings: no CUDA
-#: kernels, compile, sleep mode or CUDA-IPC weight sync; one process for each of the rollout
-#: agent, reward and data loader (2 cores); vLLM's batch bounded for a small KV cache. The Ray
-#: resources are the cluster's (the launcher's local head gets fake GPUs: ``ray.local_head``).
-CPU_OVERRIDES: dict[str, Any] = {
-    "trainer.device": "cpu",
-    "trainer.use_v1": False,  # the v1 trainer needs TransferQueue, not in the CPU environment
-    f"{ACTOR}.strategy": "fsdp2",
-    f"{ACTOR}.use_torch_compile": False,
-    "+actor_rollout_ref.model.override_config.attn_implementation": "sdpa",
-    f"{ROLLOUT}.enforce_eager": True,
-    f"{ROLLOUT}.free_cache_engine": False,
-    f"+{ROLLOUT}.enable_sleep_mode": False,
-    f"{ROLLOUT}.max_num_seqs": 16,
-    f"{ROLLOUT}.max_num_batched_tokens": 1024,
-    f"{ROLLOUT}.agent.num_workers": 1,
-    f"{ROLLOUT}.checkpoint_engine.update_weights_bucket_megabytes": 16,
-    "reward.num_workers": 1,
-    "data.dataloader_num_workers": 0,
 }
 
 

@@ -22,9 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gppo.backends.verl import cpu as _cpu_mode
+from gppo.backends.verl import hooks
 
-_CPU_RUN = _cpu_mode.activate_if_requested()  # before verl asks for its platform (CPU runs only)
+_CPU_RUN = hooks.cpu_run()
+if _CPU_RUN:  # before verl asks for its platform; a GPU run never loads the CPU mode
+    from gppo.backends.verl.cpu import activate_if_requested
+
+    activate_if_requested()
 
 import torch  # noqa: E402
 from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss  # noqa: E402

@@ -10,7 +10,7 @@ verl scorer to use and returns verl's dict form ``{"score", "acc"}``:
 * math: verl's ``math_dapo`` scorer (DAPO's answer matching; score ±1, acc 0/1);
 * code: verl's code scorer (``prime_code``, or sandbox fusion when configured); the reward and
   ``acc`` are 1 only when every test case passes (verifiable 0/1 reward);
-* ``smoke`` (the verl CPU smoke preset, :mod:`gppo.backends.verl.cpu.smoke`): :func:`smoke_score`;
+* ``smoke`` (the smoke assets, :mod:`gppo.backends.verl.smoke`): :func:`smoke_score`;
 * the CPU testbed's tasks (``verl.testbed: true``, :mod:`gppo.backends.verl.testbed`): the training
   source ``testbed-math`` and the four math benchmarks, each its own ``data_source``, scored by the
   testbed's own scorer (exact 0/1: ``score`` = ``acc``).
@@ -34,7 +34,7 @@ SCORER_OF: dict[str, str] = {
     "codecontests": "codecontests",
     "taco": "taco",
     "apps": "apps",
-    # smoke runs (verl CPU mode): scored here, not by verl
+    # smoke runs (verl.smoke_assets): scored here, not by verl
     "smoke": "smoke",
     # the CPU testbed's math tasks (verl.testbed: true): the testbed's own scorer
     "testbed-math": "testbed-math",

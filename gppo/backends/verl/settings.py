@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gppo.backends.verl.cpu.smoke import SMOKE_SOURCE, SmokeAssets, assets_root
+from gppo.backends.verl.smoke import SMOKE_SOURCE, SmokeAssets, assets_root
 from gppo.backends.verl.testbed import TestbedAssets
 
 #: Evaluation benchmarks per domain (the paper's Table 1 columns), in report order.
@@ -34,11 +34,12 @@ class VerlSettings(BaseModel):
 
     domain: Literal["math", "code"] = "math"
     #: CPU mode (smoke runs and pre-flight on a laptop or in CI, not training): verl's trainer
-    #: and vLLM's CPU build on CPUs, with the environment and overrides of
-    #: :mod:`gppo.backends.verl.cpu`. Needs the CPU environment (``scripts/verl-cpu-env.sh``).
+    #: and vLLM's CPU build on CPUs, as :data:`gppo.backends.verl.cpu.CPU_MODE` sets them up
+    #: (environment, overrides, Python, the local Ray head's fake GPUs). Needs the CPU
+    #: environment (``scripts/verl-cpu-env.sh``).
     cpu: bool = False
     #: Train the smoke assets the project builds (a tiny random Qwen2 and arithmetic data with
-    #: the ``smoke`` reward, :mod:`gppo.backends.verl.cpu.smoke`) instead of ``model_path``,
+    #: the ``smoke`` reward, :mod:`gppo.backends.verl.smoke`; on a CPU or a GPU) instead of ``model_path``,
     #: ``train_file`` and ``val_files``, which must then be left out.
     smoke_assets: bool = False
     #: Train the CPU testbed's base model of ``domain`` (the shipped one, exported as a GPT-2 Hugging

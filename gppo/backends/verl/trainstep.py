@@ -1,5 +1,5 @@
 """``gppo-sweep check --train-step``: one real training step of each verl cell through verl's
-``main_ppo`` on this machine's CPU (the verl CPU environment, :mod:`gppo.backends.verl.cpu`).
+``main_ppo`` on this machine's CPU (the verl CPU environment and :data:`gppo.backends.verl.cpu.CPU_MODE`).
 
 The cell's own job (:meth:`VerlBackend.job`: its loss, overrides and entrypoint) with only the
 hardware and the scale changed: verl's CPU mode, one fake GPU, the tiny random Qwen2 of the smoke
@@ -42,14 +42,12 @@ STEP_SETTINGS = {
     "mirror_every_s": 5.0,
     "python": None,
 }
-#: verl starts its own Ray here (no cluster): give it the fake GPU the CPU platform asks for.
-RAY_INIT = ("+ray_kwargs.ray_init.num_gpus=1", "ray_kwargs.ray_init.num_cpus=8")
 
 
 def step_cell(cell: Cell, work: Path) -> tuple[Cell, str]:
     """The cell at train-step scale, and a note on the data it reads."""
-    from gppo.backends.verl.cpu.smoke import SMOKE_SOURCE, build_smoke_assets
     from gppo.backends.verl.settings import VerlSettings
+    from gppo.backends.verl.smoke import SMOKE_SOURCE, build_smoke_assets
 
     assets = build_smoke_assets()
     raw = {**cell.settings, **STEP_SETTINGS, "smoke_assets": False, "testbed": False}
@@ -75,6 +73,8 @@ def train_step(cell: Cell, *, timeout_s: float = 1200.0) -> CellCheck:
     from mlflow.tracking import MlflowClient
 
     from gppo.backends.base import get_backend
+    from gppo.backends.verl.cpu import CPU_MODE
+    from gppo.backends.verl.settings import VerlSettings
 
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="gppo-train-step-") as tmp:
@@ -82,6 +82,8 @@ def train_step(cell: Cell, *, timeout_s: float = 1200.0) -> CellCheck:
         try:
             small, note = step_cell(cell, work)
             job = get_backend("verl").job(small)
+            # verl starts its own Ray here (no cluster): the CPU mode's resources, fake GPU too
+            ray_init = CPU_MODE.ray_init_overrides(VerlSettings.model_validate(small.settings))
         except Exception as exc:
             return CellCheck(cell.id, False, "config", one_line(f"{type(exc).__name__}: {exc}"))
         uri = f"sqlite:///{work}/mlflow.db"
@@ -93,7 +95,7 @@ def train_step(cell: Cell, *, timeout_s: float = 1200.0) -> CellCheck:
         try:
             with log.open("wb") as out:
                 rc = subprocess.run(
-                    [*job.argv, *RAY_INIT], cwd=work, env=env, stdout=out,
+                    [*job.argv, *ray_init], cwd=work, env=env, stdout=out,
                     stderr=subprocess.STDOUT, timeout=timeout_s,
                 ).returncode  # fmt: skip
         except subprocess.TimeoutExpired:

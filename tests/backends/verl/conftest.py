@@ -75,14 +75,14 @@ def math_actors(all_paper_cells):
 @pytest.fixture(scope="session")
 def process_group():
     """One single-rank process group (gloo) for the whole session."""
-    from gppo.backends.verl.cpu.platform import init_single_process_group
+    from gppo.backends.verl.engine import init_single_process_group
 
     init_single_process_group()
 
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    from gppo.backends.verl.cpu.tiny import tiny_causal_lm
+    from gppo.backends.verl.tiny import tiny_causal_lm
 
     return tiny_causal_lm(tmp_path_factory.mktemp("tiny-qwen2"))
 

@@ -45,7 +45,7 @@ def test_a_cpu_spec_launched_without_vllm_is_refused_in_one_line():
     import pytest
 
     from gppo.backends.base import get_backend
-    from gppo.backends.verl.backend import CPUEnvironmentMissing
+    from gppo.backends.verl.cpu import CPUEnvironmentMissing
     from gppo.backends.verl.settings import VerlSettings
 
     assert importlib.util.find_spec("vllm") is None  # the locked main environment

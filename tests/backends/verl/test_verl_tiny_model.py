@@ -1,4 +1,4 @@
-"""The tiny model of ``cpu.tiny.tiny_causal_lm`` as verl and vLLM load it: its tokenizer,
+"""The tiny model of ``gppo.backends.verl.tiny.tiny_causal_lm`` as verl and vLLM load it: its tokenizer,
 reloaded from the saved directory by transformers' ``AutoTokenizer`` (as verl and vLLM do),
 encodes ``"\\n"`` to one token, round-trips text and applies its chat template; its config has
 heads vLLM's CPU attention accepts."""
@@ -10,7 +10,7 @@ import json
 import pytest
 from transformers import AutoConfig, AutoTokenizer
 
-from gppo.backends.verl.cpu.tiny import (
+from gppo.backends.verl.tiny import (
     MIN_HEAD_DIM,
     TINY_SPECIAL_TOKENS,
     tiny_causal_lm,

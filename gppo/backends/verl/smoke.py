@@ -1,5 +1,6 @@
-"""The assets of a verl CPU smoke run, built on the launching machine (nothing downloaded): a tiny
-random Qwen2 (:func:`gppo.backends.verl.cpu.tiny.tiny_causal_lm`) and two small arithmetic data
+"""The assets of a verl smoke run (``verl.smoke_assets: true``: the CPU preset and
+``scripts/gpu-smoke.sh``), built on the launching machine (nothing downloaded): a tiny
+random Qwen2 (:func:`gppo.backends.verl.tiny.tiny_causal_lm`) and two small arithmetic data
 sets written by ``gppo-sweep data prepare``'s own converter with data source ``smoke`` (the
 reward of :func:`gppo.backends.verl.reward.smoke_score`, which varies within a group even for a
 random policy, so advantages and gradients are non-zero).
@@ -74,8 +75,8 @@ def build_smoke_assets(root: Path | None = None) -> SmokeAssets:
     with FileLock(str(assets.root / ".lock")):
         if assets.complete.exists():
             return assets
-        from gppo.backends.verl.cpu.tiny import tiny_causal_lm
         from gppo.backends.verl.data import prepare
+        from gppo.backends.verl.tiny import tiny_causal_lm
 
         tiny_causal_lm(assets.model_dir)
         for rows, out, split, seed in (

@@ -1,5 +1,5 @@
 """A tiny random Qwen2 causal LM and its byte-level tokenizer, built locally (nothing downloaded):
-the model of the engine checks and of the verl CPU smoke preset."""
+the model of the engine checks, the GPU check and the smoke assets."""
 
 from __future__ import annotations
 
