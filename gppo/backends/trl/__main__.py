@@ -1,0 +1,198 @@
+"""Entry point of one TRL cell: ``python -m gppo.backends.trl --cell '<Cell JSON>'``.
+
+1. builds the testbed's assets (the exported base, the four benchmarks) and the seed's training
+   stream: exactly the prompts the testbed's ``Trainer`` draws, in its order (not shuffled);
+2. scores the base with the testbed's own evaluator (avg@k, seed ``eval_seed``) and logs it at step
+   0 (once, even on a resumed attempt);
+3. trains with :class:`~gppo.backends.trl.trainer.GppoGRPOTrainer` (the cell's loss), logging each
+   step's ``train/*`` once, checkpointing every ``save_every`` steps under the cell's checkpoint
+   directory; a retried attempt resumes from its latest checkpoint in the same run;
+4. scores the final policy by the same evaluator at step ``steps``, then tags the run finished
+   (the backend protocol: :mod:`gppo.backends.cell_run`).
+
+Outside a sweep (no ``MLFLOW_RUN_ID``) it trains and prints the scores, logging nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gppo.backends.cell_run import CellRun
+from gppo.backends.trl.settings import TrlSettings
+from gppo.cell import Cell
+
+#: The step of the checkpoint a retried attempt resumed from (logged at the run's last step then).
+RESUMED_FROM = "perf/resumed_from_step"
+
+
+def grpo_config(s: TrlSettings, seed: int, output_dir: Path, max_new_tokens: int) -> Any:
+    """TRL's ``GRPOConfig`` for these settings: one generation batch of ``prompts_per_step * G``
+    samples split into ``minibatches`` updates (``steps_per_generation``), no shuffling of the
+    dataset (the stream is already the testbed's), nothing reported elsewhere."""
+    from trl import GRPOConfig
+
+    per_update = s.samples_per_step // s.minibatches
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        seed=seed,
+        max_steps=s.steps * s.updates_per_step,
+        per_device_train_batch_size=per_update,
+        gradient_accumulation_steps=1,
+        steps_per_generation=s.minibatches,
+        num_generations=s.group_size,
+        num_iterations=s.ppo_epochs,
+        shuffle_dataset=False,
+        learning_rate=s.lr,
+        lr_scheduler_type=s.lr_schedule,
+        warmup_steps=s.warmup_steps,
+        weight_decay=s.weight_decay,
+        max_grad_norm=s.grad_clip if s.grad_clip is not None else 0.0,
+        temperature=s.temperature,
+        top_p=1.0,
+        top_k=0,
+        max_completion_length=max_new_tokens,
+        beta=0.0,
+        scale_rewards="group",
+        bf16=s.dtype == "bfloat16",
+        fp16=False,
+        gradient_checkpointing=s.gradient_checkpointing,
+        disable_dropout=True,
+        use_vllm=s.use_vllm,
+        vllm_mode=s.vllm_mode,
+        use_cpu=s.num_gpus == 0,
+        save_strategy="steps",
+        save_steps=s.save_every * s.updates_per_step,
+        save_total_limit=1,
+        logging_steps=s.updates_per_step,
+        report_to=[],
+        dataloader_num_workers=0,
+        remove_unused_columns=False,
+        log_completions=False,
+        disable_tqdm=True,
+    )
+
+
+def cell_checkpoint_dir(cell: Cell, s: TrlSettings) -> Path:
+    """The cell's TRL output directory: stable across retries, new when its settings change."""
+    return Path(s.checkpoint_dir).expanduser() / f"{cell.id}-{cell.config_hash}"
+
+
+class _StepLogger:
+    """TRL callback: at the end of each generation batch's updates, its metrics into the run
+    (steps the run already has are not logged again: a resumed attempt retrains them)."""
+
+    def __init__(self, trainer: Any, s: TrlSettings, run: CellRun | None, start: float) -> None:
+        self.trainer, self.s, self.run, self.start = trainer, s, run, start
+        self.logged = run.last_step() if run is not None else 0
+
+    def __call__(self, step: int, values: dict[str, float]) -> None:
+        wall = time.perf_counter() - self.start
+        if step % 5 == 0 or step == self.s.steps:
+            print(f"[trl] step {step} score {values.get('score', 0):.3f} {wall:.1f}s", flush=True)
+        if self.run is not None and step > self.logged:
+            self.run.log_train_step(step, values, wall_time_s=wall)
+            self.run.flush()
+            self.logged = step
+
+
+def _callback(trainer: Any, s: TrlSettings) -> Any:
+    from transformers import TrainerCallback
+
+    class StepDone(TrainerCallback):
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if state.global_step % s.updates_per_step == 0:
+                trainer.step_done(state.global_step // s.updates_per_step)
+
+    return StepDone()
+
+
+def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
+    """Train and score one cell (the module docstring's four parts); returns the final scores."""
+    import torch
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from gppo.backends.local.tasks import get_domain
+    from gppo.backends.local.train import make_loss
+    from gppo.backends.trl.trainer import GppoGRPOTrainer, use_mask_positions
+    from gppo.backends.verl.testbed import build_testbed_assets, testbed_score, train_problems
+    from gppo.backends.verl.yardstick import score_model_dir
+
+    t0 = time.perf_counter()
+    s = TrlSettings.model_validate(cell.settings)
+    torch.set_num_threads(s.num_threads)
+    domain = get_domain(s.domain)
+    benchmarks = list(cell.benchmarks) or list(domain.benchmark_names)
+    loss_fn, agg = make_loss(cell.method, cell.loss_params)  # fail fast on bad params
+    assets = build_testbed_assets(s.domain)
+
+    def score(model_dir: Path, step: int) -> dict[str, float]:
+        scores = score_model_dir(model_dir, s.domain, benchmarks, cell.eval_k, s.eval_seed)
+        print(f"[trl] step {step} avg@{cell.eval_k}: {scores}", flush=True)
+        if run is not None:
+            run.log_evaluation(scores, step, once=True)
+        return scores
+
+    if run is None or 0 not in run.evaluated_steps():
+        score(assets.model_dir, 0)
+    problems = train_problems(s.domain, cell.seed, s.steps, s.prompts_per_step)
+    data = Dataset.from_list([{"prompt": p.prompt, "answer": p.answer} for p in problems])
+
+    def reward(completions: list[str], answer: list[str], **_: Any) -> list[float]:
+        return [
+            testbed_score(s.domain, c, a)["score"] for c, a in zip(completions, answer, strict=True)
+        ]
+
+    dtype = torch.bfloat16 if s.dtype == "bfloat16" else torch.float32
+    model = AutoModelForCausalLM.from_pretrained(assets.model_dir, dtype=dtype)
+    use_mask_positions(model)
+    tokenizer = AutoTokenizer.from_pretrained(assets.model_dir, padding_side="left")
+    out_dir = cell_checkpoint_dir(cell, s)
+    resume = get_last_checkpoint(str(out_dir)) if out_dir.is_dir() else None
+    max_new = s.max_new_tokens or domain.max_new_tokens
+    trainer = GppoGRPOTrainer(
+        model=model,
+        args=grpo_config(s, cell.seed, out_dir, max_new),
+        train_dataset=data,
+        reward_funcs=[reward],
+        processing_class=tokenizer,
+        loss_fn=loss_fn,
+        loss_agg_mode=agg,
+    )
+    trainer.on_step = _StepLogger(trainer, s, run, t0)
+    trainer.add_callback(_callback(trainer, s))
+    if resume:
+        print(f"[trl] resuming from {resume}", flush=True)
+        if run is not None:  # the step of the checkpoint this attempt resumed from
+            done = int(Path(resume).name.rpartition("-")[2]) // s.updates_per_step
+            run.log({RESUMED_FROM: done}, run.last_step() or done)
+    t_train = time.perf_counter()
+    trainer.train(resume_from_checkpoint=resume)
+    t_train = time.perf_counter() - t_train
+    final_dir = out_dir / "final"
+    trainer.save_model(str(final_dir))
+    tokenizer.save_pretrained(str(final_dir))
+    scores = score(final_dir, s.steps)
+    if run is not None:
+        run.log({"perf/train_s": t_train, "perf/total_s": time.perf_counter() - t0}, s.steps)
+        run.finish(s.steps)
+    return scores
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gppo.backends.trl", description=__doc__)
+    p.add_argument("--cell", required=True, help="the resolved Cell as JSON (the dispatcher's)")
+    args = p.parse_args(argv)
+    cell = Cell.from_json(args.cell)
+    run = CellRun.attach(eval_k=cell.eval_k, benchmarks=cell.benchmarks)
+    run_cell(cell, run)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""The ``trl`` backend: one cell = one ``python -m gppo.backends.trl --cell <json>`` job."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+from pydantic import BaseModel
+
+from gppo.backends.base import Backend, Job, register_backend
+from gppo.backends.trl.settings import TrlSettings
+from gppo.cell import Cell
+
+#: one OpenMP thread per cell unless it sets ``num_threads`` (torch reads these at import)
+JOB_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@register_backend
+class TrlBackend(Backend):
+    """TRL's ``GRPOTrainer`` with the cell's loss, on one node (a CPU, or one GPU)."""
+
+    name = "trl"
+    settings_model = TrlSettings
+    entrypoint_module = "gppo.backends.trl"
+    #: a retried attempt resumes TRL's checkpoint in the same run (each step logged once)
+    reuse_run_on_retry = True
+
+    def default_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
+        from gppo.backends.local.tasks import get_domain
+
+        return get_domain(TrlSettings.model_validate(settings).domain).benchmark_names
+
+    def known_benchmarks(self, settings: BaseModel) -> tuple[str, ...] | None:
+        return self.default_benchmarks(settings)
+
+    def stall_timeout_s(self, settings: BaseModel, *, first_step: bool = False) -> float | None:
+        """10 minutes between steps; 15 before the first (imports, the base's export and
+        evaluation, TRL's set-up)."""
+        return 900.0 if first_step else 600.0
+
+    def job(self, cell: Cell) -> Job:
+        s = TrlSettings.model_validate(cell.settings)
+        env = dict(JOB_ENV)
+        if s.num_threads > 1:
+            env.update(OMP_NUM_THREADS=str(s.num_threads), MKL_NUM_THREADS=str(s.num_threads))
+        resources = cell.resources
+        if s.num_gpus and resources.num_gpus < s.num_gpus:
+            resources = dataclasses.replace(resources, num_gpus=float(s.num_gpus))
+        argv = (sys.executable, "-m", self.entrypoint_module, "--cell", cell.to_json())
+        return Job(argv=argv, env=env, resources=resources)
