@@ -162,17 +162,17 @@ def launch(
     from gppo.store.state import State
     from gppo.sweep.launch import Launcher
     from gppo.sweep.progress import LaunchOutput
-    from gppo.sweep.progress_log import run_info_from
 
     console = _console()
     slots = max_concurrent or p.spec.ray.max_concurrent
-    out = LaunchOutput(console, slots=slots, run_info=run_info_from(p.spec.tracking.uri))
+    out = LaunchOutput(console, slots=slots)  # one line per launcher event, nothing read back
     launcher = Launcher(
         p,
         address=address,
         max_concurrent=max_concurrent,
         detach=detach,
         on_update=out.update,
+        on_event=out.event,
         after_sweep=after_sweep,
     )
     try:  # LaunchBusy and StoreNotShared (nothing written or submitted) end as one line

@@ -22,16 +22,23 @@ Dispatcher (:mod:`gppo.sweep.dispatcher`)
     attempt's child run (tags of :mod:`gppo.metrics`, params = the cell's settings) THEN submits
     the Ray job with submission id ``gppo-<sweep>-<cell>-a<attempt>`` (sanitised), env
     ``MLFLOW_TRACKING_URI``/``MLFLOW_RUN_ID``, entrypoint ``job.entrypoint`` (shlex-quoted argv)
-    and the cell's resources as entrypoint resources; ``.status(sid)`` (None if unknown, poll
-    about once a second); ``.stop(sid)``; ``.logs(sid)`` / ``.logs_tail(sid)``;
-    ``.finish(attempt, status) -> "finished" | "failed" | "stopped"`` ends the run;
+    and the cell's resources as entrypoint resources; ``.status(sid)`` (None if unknown;
+    ``.statuses(sids)``: all of a round's jobs in one request); ``.stop(sid)``;
+    ``.logs(sid)`` / ``.logs_tail(sid)``; ``.finish(attempt, status) -> State`` (``State.DONE``,
+    ``State.FAILED`` or ``State.STOPPED``) ends the run;
     ``.attach(cell, run)`` rebuilds an :class:`Attempt` from a run's tags (re-attach).
 
+Attempts (:mod:`gppo.sweep.attempts`)
+    ``AttemptDriver(dispatcher, limits, ...)``: submit, one status round, stall limits, end,
+    retry with exponential backoff, each change an ``Event`` (submitted, running, step,
+    finished, failed, retrying, stalled, stopped, outage, recovered); the launcher and the tuner
+    both drive it. One :class:`~gppo.sweep.outage.OutageClock` per service (cluster, tracking).
+
 Launch (:mod:`gppo.sweep.launch`)
-    ``Launcher(plan, address=, max_concurrent=, detach=, poll_s=1.0, on_update=, stop_event=)
-    .run() -> LaunchResult``: reconcile with the store and the cluster (resume rules in the
-    module docstring), gate concurrency, retry with exponential backoff, Ctrl-C/SIGTERM stops
-    jobs (or leaves them with ``detach``), then its ``after_sweep`` hook (the CLI passes
+    ``Launcher(plan, address=, max_concurrent=, detach=, poll_s=1.0, on_update=, on_event=,
+    stop_event=).run() -> LaunchResult``: reconcile with the store and the cluster (resume rules
+    in :mod:`gppo.sweep.reconcile`), gate concurrency, drive the cells' attempts, Ctrl-C/SIGTERM
+    stops jobs (or leaves them with ``detach``), then its ``after_sweep`` hook (the CLI passes
     :func:`gppo.analysis.report.after_sweep`).
     :func:`gppo.sweep.session.open_session` bundles store + experiment + parent run + cluster
     (the tuner opens its study's session with it); ``open_sweep`` adds the plan.

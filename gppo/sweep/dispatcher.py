@@ -25,9 +25,15 @@ from gppo.sweep.cluster import Cluster
 ACTIVE = ACTIVE_JOB  # Ray job statuses of a live job
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 #: an attempt's outcomes, in the one vocabulary of cell states (gppo.store.state)
-FINISHED, FAILED, STOPPED = State.DONE, State.FAILED, State.STOPPED
+DONE, FAILED, STOPPED = State.DONE, State.FAILED, State.STOPPED
+#: the outcome ``DONE`` under its older name (its run ends FINISHED); kept for
+#: :mod:`gppo.sweep.tuning.jobs`, which still imports it
+FINISHED = DONE
 #: the MLflow run status of each outcome of an attempt
-RUN_STATUS = {FINISHED: "FINISHED", STOPPED: "KILLED", FAILED: "FAILED"}
+RUN_STATUS = {DONE: "FINISHED", STOPPED: "KILLED", FAILED: "FAILED"}
+#: what Ray answers a submission with when the cluster, not the job, is the problem: its own
+#: "No available agent to submit job, please try again later", any 5xx
+_NOT_READY = re.compile(r"try again later|No available agent|status code 5\d\d", re.IGNORECASE)
 LOG_TAIL_LINES = 40
 #: terminal colour codes (Ray colours its ``(Actor pid=...)`` log prefixes): not kept in MLflow
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
@@ -40,9 +46,20 @@ def submission_id(sweep_id: str, cell_id: str, attempt: int) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"gppo-{sweep_id}-{cell_id}-a{attempt}")
 
 
+class ClusterNotReady(OSError):
+    """Ray refused a submission for the cluster's own state (no agent ready, a 5xx, no answer):
+    the job was not judged, so the attempt does not count; the run made for it was deleted
+    (a reused run was ended FAILED again, as it was). An ``OSError``: the caller waits for the
+    cluster as for any call it does not answer."""
+
+
 @dataclass
 class Attempt:
-    """One submitted attempt of one cell (or trial; None when re-attached from its run alone)."""
+    """One submitted attempt of one cell (or trial; None when re-attached from its run alone).
+
+    :meth:`Dispatcher.finish` fills in what the attempt's end made known: ``metrics`` (the
+    run's latest values, read to decide the outcome) and ``failure`` (the failure tag it
+    wrote: the note and the log's last lines)."""
 
     cell: Cell | None
     attempt: int
@@ -50,6 +67,8 @@ class Attempt:
     submission_id: str
     submitted_at: float = field(default_factory=time.time)
     status: str = "PENDING"
+    metrics: dict[str, float] = field(default_factory=dict)
+    failure: str = ""
 
 
 class Dispatcher:
@@ -100,6 +119,10 @@ class Dispatcher:
         The run exists, tagged with the submission id, BEFORE the job is submitted, so a crash
         between the two is seen by the next launch (run RUNNING, no such job: interrupted).
 
+        A refusal for the cluster's state (:class:`ClusterNotReady`, an ``OSError``) is told
+        apart from a refusal of the job itself (:class:`~gppo.errors.SubmissionRefused`: a bad
+        entrypoint or runtime env, a 4xx; its run is ended FAILED with the reason).
+
         Submission ids are handled here only: an attempt number whose id the cluster already
         has is skipped (``attempt += stride``; the tuner's stride keeps trial numbers apart), and
         when the cluster refuses an id as taken (another process got there first) the run is
@@ -127,6 +150,7 @@ class Dispatcher:
         extra_tags: dict[str, str] | None,
     ) -> Attempt:
         sid = submission_id(self.sweep_id, cell.id, attempt)
+        reused = run_id is not None
         if run_id is None:
             run_id = self.tracking.create_cell_run(
                 self.experiment_id,
@@ -152,13 +176,19 @@ class Dispatcher:
                 **kwargs,
             )
         except Exception as exc:
+            reason = " ".join(str(exc).split())[:500] or type(exc).__name__
+            taken = "already exists" in reason
+            if not taken and (isinstance(exc, OSError) or _NOT_READY.search(reason)):
+                # the cluster's state, not the job's: this attempt never was
+                if reused:
+                    self.tracking.terminate(run_id, "FAILED")
+                else:
+                    self.tracking.client.delete_run(run_id)
+                raise ClusterNotReady(reason) from exc
             self.tracking.set_tags(run_id, {M.TAG_FAILURE: f"submission failed: {exc}"[:4000]})
             self.tracking.terminate(run_id, "FAILED")
-            if "already exists" in str(exc):
+            if taken:
                 raise SubmissionExists(sid) from exc
-            if isinstance(exc, OSError):  # no answer (refused connection, timeout): the caller
-                raise  # waits for the cluster
-            reason = " ".join(str(exc).split())[:500] or type(exc).__name__
             raise SubmissionRefused(f"{sid}: {reason}", attempt) from exc
         return Attempt(cell=cell, attempt=attempt, run_id=run_id, submission_id=sid)
 
@@ -174,6 +204,18 @@ class Dispatcher:
         )
 
     # -- observation and control ---------------------------------------------------------------
+    def statuses(self, sids: list[str]) -> dict[str, str | None]:
+        """The status of each job in ``sids`` (None: the cluster does not know it) in ONE request
+        (the Jobs API's list of all jobs, ``GET /api/jobs/``); raises when it gets no answer."""
+        if not sids:
+            return {}
+        known = {
+            j.submission_id: str(getattr(j.status, "value", j.status))
+            for j in self.client.list_jobs()
+            if j.submission_id
+        }
+        return {sid: known.get(sid) for sid in sids}
+
     def status(self, sid: str) -> str | None:
         """The job's status (PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED) or None if unknown."""
         if not sid:
@@ -212,12 +254,14 @@ class Dispatcher:
         """End the attempt's run from the job's terminal ``status``.
 
         Returns ``State.DONE`` (job succeeded and logged ``gppo.finished``), ``State.STOPPED`` (job
-        stopped: run KILLED) or ``State.FAILED`` (run FAILED, tag ``gppo.failure`` = last log
-        lines).
+        stopped: run KILLED) or ``State.FAILED`` (run FAILED, tag ``gppo.failure`` = the note and
+        the last log lines). Sets ``att.metrics`` (the run's latest values) and ``att.failure``
+        (the failure tag written, ``""`` for DONE), so no caller reads the run back for them.
         """
         run = self.tracking.get_run(att.run_id)
+        att.metrics = dict(run.data.metrics)
         if status == "SUCCEEDED" and is_finished(run):
-            outcome = FINISHED
+            outcome = DONE
         elif status == "STOPPED":
             outcome, note = STOPPED, note or "job stopped"
         else:
@@ -227,24 +271,29 @@ class Dispatcher:
                 if status != "SUCCEEDED"
                 else "job exited 0 without logging its final evaluation (gppo.finished)"
             )
-        return self.end(att.run_id, att.submission_id, outcome, note=note)
+        att.failure = ""
+        return self.end(att.run_id, att.submission_id, outcome, note=note, written=att)
 
     def end(
         self,
         run_id: str,
         sid: str,
-        outcome: str,
+        outcome: State,
         *,
         note: str = "",
         tags: dict[str, str] | None = None,
-    ) -> str:
+        written: Attempt | None = None,
+    ) -> State:
         """End a run as ``outcome`` (with ``tags``): DONE → FINISHED; STOPPED →
-        KILLED and FAILED → FAILED, both with ``gppo.failure`` = ``note`` + the log's tail."""
+        KILLED and FAILED → FAILED, both with ``gppo.failure`` = ``note`` + the log's tail (also
+        kept as ``written.failure`` when given)."""
         if tags:
             self.tracking.set_tags(run_id, tags)
-        if outcome != FINISHED:
+        if outcome != DONE:
             tail = self.logs_tail(sid) if sid else ""
             self.tracking.set_tags(run_id, {M.TAG_FAILURE: f"{note}\n{tail}"})
+            if written is not None:
+                written.failure = f"{note}\n{tail}"
         self.tracking.terminate(run_id, RUN_STATUS[outcome])
         return outcome
 

@@ -90,10 +90,11 @@ class LaunchOutput:
     On a terminal: a rich Live panel (:func:`launch_view`, with the time left) and the events
     printed above it. Otherwise (a file, a pipe, CI): no panel at all, only the timestamped event
     lines of :class:`gppo.sweep.progress_log.LaunchLog`. Use as a context manager around
-    ``Launcher.run()`` with :meth:`update` as the launcher's ``on_update``.
+    ``Launcher.run()`` with :meth:`update` as the launcher's ``on_update`` and :meth:`event` as
+    its ``on_event``.
     """
 
-    def __init__(self, console: Any, *, slots: int, run_info: Any = None) -> None:
+    def __init__(self, console: Any, *, slots: int) -> None:
         from rich.live import Live
 
         from gppo.sweep.progress_log import LaunchLog
@@ -105,7 +106,7 @@ class LaunchOutput:
             if self.live is not None
             else (lambda line: console.out(line, highlight=False))
         )
-        self.log = LaunchLog(emit, slots=slots, run_info=run_info)
+        self.log = LaunchLog(emit, slots=slots)
         self.broken = False
 
     def update(self, result: Any) -> None:
@@ -115,6 +116,15 @@ class LaunchOutput:
             self.log(result)
             if self.live is not None:
                 self.live.update(launch_view(result, eta_s=self.log.eta(result)), refresh=True)
+        except Exception as exc:
+            if not self.broken:
+                self.broken = True
+                log.warning("progress display failed: %s: %s", type(exc).__name__, exc)
+
+    def event(self, ev: Any) -> None:
+        """The launcher's ``on_event``: one line per event, above the live panel."""
+        try:
+            self.log.event(ev)
         except Exception as exc:
             if not self.broken:
                 self.broken = True

@@ -1,24 +1,25 @@
 """A launch as a log: one timestamped line per event when stdout is not a terminal.
 
 ``gppo-sweep launch > log.txt`` (CI, ``nohup``) must not receive fragments of the live table.
-:class:`LaunchLog` is an ``on_update`` observer of :class:`gppo.sweep.launch.Launcher`: it diffs
-the cells' states between two updates and prints what changed (submitted, running, finished
-with its avg@k, failed with its reason, retried, stopped), plus the estimated time left once
-cells have finished (:func:`eta_s`, shared with the live view).
+:class:`LaunchLog` prints each :class:`~gppo.sweep.attempts.Event` the launcher reports
+(:meth:`LaunchLog.event`, its ``on_event``: submitted, re-attached, running, finished with its
+avg@k, failed and retrying with their reason, stalled, stopped, and the outages of the cluster and
+the tracking server with their recoveries; training steps only feed the live table), and as its
+``on_update`` the sweep's first line and the estimated time left once cells have finished
+(:func:`eta_s`, shared with the live view). Everything it prints comes in the events: it reads
+nothing back from the store.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
-from gppo import metrics as M
 from gppo.scores import pct, quantize
 from gppo.store.state import State
+from gppo.sweep.attempts import Event
 
 
 def stamp(now: float | None = None) -> str:
@@ -58,125 +59,53 @@ def _pct(score: float) -> str:
     return str(quantize(pct(score), 1))
 
 
-def first_line_of_failure(tags: dict[str, str]) -> str:
-    """The reason of a failed run: the failure tag's first line and the log's last error line
-    (the last line that names an error or exception, else the last line: a trainer's final
-    lines are often warnings printed while it shuts down)."""
-    text = tags.get(M.TAG_FAILURE, "").strip()
-    if not text:
-        return ""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    why, tail = lines[0], lines[1:]
-    if not tail:
-        return why
-    errors = [ln for ln in tail if _ERROR_LINE.search(ln)]
-    return f"{why}: {(errors or tail)[-1][:200]}"
-
-
-#: a log line that reports the failure itself (``ValueError: ...``, ``Traceback``, ``ERROR``)
-_ERROR_LINE = re.compile(r"\b\w*(Error|Exception)\b|\bTraceback\b|\bERROR\b|\bFatal\b")
-
-
-@dataclass
-class _Seen:
-    state: str
-    attempt: int
-    job: str | None
-    run_id: str | None
-    started: float | None
-
-
 class LaunchLog:
-    """Prints launch events as lines; call :meth:`__call__` with each LaunchResult update.
+    """Prints launch events as timestamped lines.
 
     Args:
         emit: prints one line (``print``; above a rich Live panel: ``live.console.print``).
         slots: concurrent jobs (for the time-left estimate).
-        run_info: ``run_id -> (metrics, tags)`` of a cell's run (final avg@k, failure reason);
-            None prints events without them.
         now: the clock (tests).
     """
 
     def __init__(
-        self,
-        emit: Callable[[str], None],
-        *,
-        slots: int,
-        run_info: Callable[[str], tuple[dict[str, float], dict[str, str]]] | None = None,
-        now: Callable[[], float] = time.time,
+        self, emit: Callable[[str], None], *, slots: int, now: Callable[[], float] = time.time
     ) -> None:
-        self.emit, self.slots, self.run_info, self.now = emit, slots, run_info, now
-        self.seen: dict[str, _Seen] = {}
+        self.emit, self.slots, self.now = emit, slots, now
         self.durations: list[float] = []
         self.t0 = now()
+        self.k: dict[str, int] = {}  # each cell's eval k (for its avg@k), once the sweep is known
         self._eta_at = 0  # finished cells when the last estimate was printed
 
     def line(self, text: str) -> None:
         self.emit(f"{stamp(self.now())}  {text}")
 
-    def _info(self, run_id: str | None) -> tuple[dict[str, float], dict[str, str]]:
-        if run_id is None or self.run_info is None:
-            return {}, {}
-        try:
-            return self.run_info(run_id)
-        except Exception:  # a log line must never stop the launch
-            return {}, {}
-
     def __call__(self, result: Any) -> None:
-        first = not self.seen
-        if first:
+        """The launcher's ``on_update``: the sweep's first line, then the time left."""
+        if not self.k:
+            self.k = {cid: st.cell.eval_k for cid, st in result.cells.items()}
             skipped = [c for c in result.cells.values() if c.state is State.DONE]
             self.line(
                 f"sweep {result.sweep_id}: {len(result.cells)} cells, "
                 f"{len(skipped)} already finished, {self.slots} at a time"
             )
-        for cid, st in result.cells.items():
-            att = st.current
-            prev = self.seen.get(cid)
-            job = att.status if att is not None else None
-            now_seen = _Seen(
-                st.state,
-                st.attempt,
-                job,
-                att.run_id if att is not None else (prev.run_id if prev else None),
-                att.submitted_at if att is not None else (prev.started if prev else None),
-            )
-            self.seen[cid] = now_seen
-            if prev is None and st.state is State.DONE:
-                continue
-            if st.state is State.RUNNING and att is not None:
-                if prev is None or prev.attempt != st.attempt or prev.state is not State.RUNNING:
-                    # at the first update, a job older than this log was found running
-                    fresh = prev is not None or att.submitted_at >= self.t0 - 1.0
-                    verb = "submitted" if fresh else "re-attached"
-                    self.line(f"{verb:<11} {cid}  attempt {st.attempt}  job {att.submission_id}")
-                if job == "RUNNING" and (prev is None or prev.job != "RUNNING"):
-                    self.line(f"{'running':<11} {cid}  attempt {st.attempt}")
-                continue
-            if prev is not None and prev.state == st.state:
-                continue
-            self._ended(cid, st, now_seen)
         self._eta(result)
 
-    def _ended(self, cid: str, st: Any, seen: _Seen) -> None:
-        took = self.now() - seen.started if seen.started else None
-        span = f" in {fmt_duration(took)}" if took is not None else ""
-        metrics, tags = self._info(seen.run_id) if st.state is not State.PENDING else ({}, {})
-        if st.state is State.DONE:
-            if took is not None:
-                self.durations.append(took)
-            k = st.cell.eval_k
-            score = metrics.get(M.eval_domain_metric(k))
-            avg = f"avg@{k} {_pct(score)}%" if score is not None else f"avg@{k} -"
-            self.line(f"{'finished':<11} {cid}  {avg}{span}")
-        elif st.state is State.WAITING:
-            why = first_line_of_failure(tags) or "job failed"
-            self.line(f"{'retrying':<11} {cid}  {st.note}: {why}")
-        elif st.state is State.FAILED:
-            why = first_line_of_failure(tags) or st.note
-            self.line(f"{'failed':<11} {cid}  {st.note}: {why}")
-        elif st.state is State.STOPPED:
-            self.line(f"{'stopped':<11} {cid}  {st.note}")
+    def event(self, ev: Event) -> None:
+        """The launcher's ``on_event``: one line per event (training steps excepted)."""
+        if ev.kind == "step":
+            return
+        if ev.kind == "attached":
+            self.line(f"{'re-attached':<11} {ev.cell}  attempt {ev.attempt}  job {ev.job}")
+        elif ev.kind == "finished":
+            if ev.took_s is not None:
+                self.durations.append(ev.took_s)
+            k = self.k.get(ev.cell, 0)
+            avg = f"avg@{k} {_pct(ev.score)}%" if ev.score is not None else f"avg@{k} -"
+            span = f" in {fmt_duration(ev.took_s)}" if ev.took_s is not None else ""
+            self.line(f"{'finished':<11} {ev.cell}  {avg}{span}")
+        else:
+            self.line(ev.text())
 
     def eta(self, result: Any) -> float | None:
         """Seconds left (None before the first cell of this launch has finished)."""
@@ -238,22 +167,3 @@ def launch_eta(result: Any, durations: list[float], slots: int, now: float) -> f
     if not (c["pending"] or running):
         return None
     return eta_s(durations, c["pending"], running, slots)
-
-
-def run_info_from(uri: str | None) -> Callable[[str], tuple[dict[str, float], dict[str, str]]]:
-    """A ``run_info`` for :class:`LaunchLog` reading runs from the store at ``uri``.
-
-    The store is opened on the first read (a finished cell), never before: a launch refused
-    before dispatch (busy, guard) must not create or touch the store.
-    """
-    from gppo.store.tracking import Tracking
-
-    opened: list[Tracking] = []
-
-    def info(run_id: str) -> tuple[dict[str, float], dict[str, str]]:
-        if not opened:
-            opened.append(Tracking(uri))
-        run = opened[0].get_run(run_id)
-        return dict(run.data.metrics), dict(run.data.tags)
-
-    return info

@@ -12,9 +12,10 @@ own C++ ``AuthenticationTokenLoader`` reads them, and so does :func:`token_heade
 serves without auth) and the token is sent when the cluster says ``token``, or when that cannot be
 asked and this process has ``RAY_AUTH_MODE=token``.
 
-A GET of the Jobs API (a job's status, the version check) times out after
-:data:`REQUEST_TIMEOUT_S` (Ray's client sets no timeout, so a head that accepts connections but
-never answers would hang the launcher); submissions, stops and logs keep Ray's behaviour.
+A GET of the Jobs API (a job's status, the list of all jobs the launcher reads each round,
+the version check) times out after :data:`REQUEST_TIMEOUT_S` (Ray's client sets no timeout, so a
+head that accepts connections but never answers would hang the launcher); submissions, stops and
+logs keep Ray's behaviour.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from gppo.grid import load_plan
-from gppo.sweep.launch import DONE, FAILED, RUNNING, WAITING, CellState, LaunchResult
+from gppo.sweep.launch import DONE, FAILED, RUNNING, CellState, LaunchResult
 from gppo.sweep.progress_log import LaunchLog, eta_s, fmt_duration
 
 from .conftest import env_without_ray, launcher_cmd, write_spec
@@ -39,6 +39,8 @@ def test_launch_to_a_file_logs_one_line_per_event(tmp_path, ray_cluster):
     lines = text.splitlines()
     assert "\x1b" not in text  # no terminal control sequences
     assert "running for" not in text and "train score" not in text  # no live-table fragments
+    for noise in ("Creating initial MLflow database tables", "View run", "View experiment"):
+        assert noise not in text and noise not in proc.stderr  # MLflow's output is not the launch's
     events = [ln for ln in lines if re.match(STAMP, ln)]
     kinds = [ln.split()[2] for ln in events]
     assert kinds[0] == "sweep" and events[-1].split()[2] == "sweep"  # header and summary
@@ -57,38 +59,56 @@ def test_launch_to_a_file_logs_one_line_per_event(tmp_path, ray_cluster):
     assert max(len(ln) for ln in table) <= 100
 
 
-def test_log_lines_for_failures_and_time_left(tmp_path):
-    """The observer alone, fed LaunchResults as the launcher's loop would."""
+def test_log_lines_for_events_and_time_left(tmp_path):
+    """The log alone, fed the launcher's events and updates as its loop would: one stamped line
+    per event (outages and recoveries included), nothing read from a store."""
+    from gppo.sweep.attempts import Event
+    from gppo.sweep.dispatcher import Attempt
+
     plan = load_plan(write_spec(tmp_path, None, name="unit", grid={"divergences": ["tv", "kl"]}))
     clock = [1000.0]
     lines: list[str] = []
-    info = {"r1": ({}, {"gppo.failure": "job FAILED\nTraceback\nValueError: boom"})}
-    log = LaunchLog(lines.append, slots=1, run_info=lambda rid: info[rid], now=lambda: clock[0])
-
-    from gppo.sweep.dispatcher import Attempt
+    log = LaunchLog(lines.append, slots=1, now=lambda: clock[0])
 
     res = LaunchResult("unit-1")
     res.cells = {c.id: CellState(c) for c in plan.cells}
     tv, kl = res.cells["tv-mc-s0"], res.cells["kl-mc-s0"]
-    tv.state, tv.current = RUNNING, Attempt(tv.cell, 1, "r0", "sid0", submitted_at=1000.0)
     log(res)
+    assert lines[-1].endswith("sweep unit-1: 2 cells, 0 already finished, 1 at a time")
+    tv.state, tv.current = RUNNING, Attempt(tv.cell, 1, "r0", "sid0", submitted_at=1000.0)
+    log.event(Event("submitted", "tv-mc-s0", 1, job="sid0"))
+    assert lines[-1].endswith("submitted   tv-mc-s0  attempt 1  job sid0")
+    log.event(Event("step", "tv-mc-s0", 1, step=3, score=0.5))  # the live table's, not the log's
+    assert len(lines) == 2
     clock[0] = 1100.0
     tv.state, tv.current = DONE, None
+    log.event(Event("finished", "tv-mc-s0", 1, score=0.4375, took_s=100.0))
+    assert lines[-1].endswith("finished    tv-mc-s0  avg@8 43.8% in 1m40s")
     kl.state, kl.attempt = RUNNING, 1
     kl.current = Attempt(kl.cell, 1, "r1", "sid1", submitted_at=1100.0)
     log(res)
     assert lines[-1].endswith(
         "progress    1/2 done, 1 running, 0 pending, 0 failed; about 1m40s left"
     )
-    clock[0] = 1130.0
-    kl.state, kl.current, kl.note = WAITING, None, "retry 1/1"
-    log(res)
+    log.event(Event("outage", service="tracking", where="http://t:5000", reason="timed out",
+                    limit_s=600))  # fmt: skip
+    assert (
+        "outage      the tracking server at http://t:5000 does not answer (timed out)"
+        in (lines[-1])
+    )
+    log.event(Event("recovered", service="tracking", where="http://t:5000", took_s=61.2))
+    assert lines[-1].endswith(
+        "recovered   the tracking server at http://t:5000 answers again after 61 s"
+    )
+    why = "job FAILED: ValueError: boom"
+    log.event(Event("retrying", "kl-mc-s0", 1, note="retry 1/1", reason=why))
     assert lines[-1].endswith("retrying    kl-mc-s0  retry 1/1: job FAILED: ValueError: boom")
-    kl.state, kl.note = FAILED, "failed after 2 attempt(s)"
-    log(res)
+    kl.state, kl.note, kl.current = FAILED, "failed after 2 attempt(s)", None
+    log.event(Event("failed", "kl-mc-s0", 2, note=kl.note, reason=why))
     assert lines[-1].endswith(
         "failed      kl-mc-s0  failed after 2 attempt(s): job FAILED: ValueError: boom"
     )
+    clock[0] = 1130.0
     assert all(re.match(STAMP, ln) for ln in lines)
     assert "1/2 done, 1 failed in 2m10s" in log.summary(res)
 

@@ -13,7 +13,6 @@ that log into their runs through the server while it is down.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import signal
 import subprocess
@@ -45,6 +44,7 @@ class Server:
         self.root, self.port = root, free_port()
         self.uri = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
+        self.started_at = 0.0
 
     def start(self, timeout: float = 120.0) -> None:
         mlflow = str(Path(sys.executable).with_name("mlflow"))
@@ -62,6 +62,7 @@ class Server:
         while tracking_unreachable(self.uri) is not None:
             assert time.monotonic() < deadline, (self.root / "server.log").read_text()[-2000:]
             time.sleep(0.3)
+        self.started_at = time.time()  # answering since (within the 0.3 s above)
 
     def stop(self) -> None:
         if self.proc is None:
@@ -95,22 +96,15 @@ def _spec(tmp_path: Path, address: str, uri: str, **tracking) -> Path:
     )
 
 
-def _records() -> tuple[list[str], logging.Handler]:
-    records: list[str] = []
-    handler = logging.Handler()
-    handler.emit = lambda rec: records.append(rec.getMessage())  # type: ignore[method-assign]
-    logger = logging.getLogger("gppo.sweep.launch")
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)  # whatever an earlier test (a CLI run) left it at
-    return records, handler
-
-
-def _outage_after_first_start(tmp_path: Path, server: Server, down_s: float) -> threading.Thread:
-    """Stop the server once a cell process has started; start it again ``down_s`` later."""
+def _outage_after_first_start(
+    tmp_path: Path, server: Server, down_s: float, glob: str = "*.times"
+) -> threading.Thread:
+    """Stop the server once a cell process has started (its marker file under ``m/``, ``glob``);
+    start it again ``down_s`` later."""
 
     def run() -> None:
         deadline = time.monotonic() + 120
-        while not list((tmp_path / "m").glob("*.times")) and time.monotonic() < deadline:
+        while not list((tmp_path / "m").glob(glob)) and time.monotonic() < deadline:
             time.sleep(0.2)
         server.stop()
         time.sleep(down_s)
@@ -138,18 +132,18 @@ def _cell_runs(uri: str) -> list:
 
 def test_a_tracking_server_away_for_60_s_loses_nothing(tmp_path, ray_cluster, server):
     plan = load_plan(_spec(tmp_path, ray_cluster.address, server.uri))
-    records, handler = _records()
+    events: list = []
     outage = _outage_after_first_start(tmp_path, server, down_s=60)
-    try:
-        result = Launcher(plan, poll_s=0.5, metrics_every_s=1.0).run()
-    finally:
-        logging.getLogger("gppo.sweep.launch").removeHandler(handler)
+    result = Launcher(plan, poll_s=0.5, metrics_every_s=1.0, on_event=events.append).run()
     outage.join(timeout=200)
     assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
-    down = [line for line in records if "does not answer" in line]
-    back = [line for line in records if "answers again after" in line]
-    assert len(down) == 1 and server.uri in down[0], records  # one line per event
-    assert len(back) == 1 and int(back[0].split("after ")[1].split(" s")[0]) >= 60, records
+    down = [e for e in events if e.kind == "outage"]
+    back = [e for e in events if e.kind == "recovered"]
+    assert [e.service for e in down] == ["tracking"] and down[0].where == server.uri, events
+    assert [e.service for e in back] == ["tracking"] and back[0].took_s >= 60, events
+    assert "does not answer" in down[0].text() and "answers again after" in back[0].text()
+    # the recovery is seen within a few seconds of the server answering again
+    assert back[0].at - server.started_at < 5, (back[0].at, server.started_at)
     assert _attempts(tmp_path) == {"tv-mc-s0": 1, "kl-mc-s0": 1, "chi2-mc-s0": 1}  # once each
     runs = _cell_runs(server.uri)
     assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3

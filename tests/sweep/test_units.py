@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from filelock import FileLock
 
-from gppo import metrics as M
 from gppo.grid import load_plan
 from gppo.store.tracking import cell_params
 from gppo.store.uri import resolve_tracking_uri, state_root
@@ -105,13 +104,49 @@ def test_transient_store_errors_are_retried_and_others_are_not():
 
 
 def test_a_failure_line_names_the_error_not_the_last_warning():
-    from gppo.sweep.progress_log import first_line_of_failure
+    from gppo.sweep.attempts import first_line_of_failure
 
     tail = "job FAILED\nTraceback (most recent call last):\nRuntimeError: engine died\nW1202 shutdown warning"
-    assert first_line_of_failure({M.TAG_FAILURE: tail}) == "job FAILED: RuntimeError: engine died"
-    assert first_line_of_failure({M.TAG_FAILURE: "job FAILED\nplain\nlast"}) == "job FAILED: last"
-    assert first_line_of_failure({M.TAG_FAILURE: "stalled: no new step"}) == "stalled: no new step"
-    assert first_line_of_failure({}) == ""
+    assert first_line_of_failure(tail) == "job FAILED: RuntimeError: engine died"
+    assert first_line_of_failure("job FAILED\nplain\nlast") == "job FAILED: last"
+    assert first_line_of_failure("stalled: no new step") == "stalled: no new step"
+    assert first_line_of_failure("") == ""
+
+
+def test_one_outage_clock_reports_each_outage_once_and_expires_at_its_limit():
+    from gppo.sweep.outage import OutageClock
+
+    now, seen = [100.0], []
+    clock = OutageClock(
+        "tracking", "http://t:5000", 30.0, lambda kind, c: seen.append((kind, c.error, c.last_down_s)),
+        clock=lambda: now[0],
+    )  # fmt: skip
+    clock.answered()
+    assert seen == [] and not clock.down
+    clock.failed("[Errno 111] Connection refused")
+    now[0] += 29.0
+    clock.failed("timed out")  # the same outage: no second event
+    assert seen == [("outage", "[Errno 111] Connection refused", 0.0)] and not clock.expired()
+    now[0] += 1.0
+    assert clock.expired() and clock.error == "timed out"
+    now[0] += 5.0
+    clock.answered()
+    assert seen[-1] == ("recovered", "timed out", 35.0) and not clock.down and not clock.expired()
+
+
+def test_a_refusal_for_the_clusters_state_is_told_apart_from_a_refusal_of_the_job():
+    """Ray's "try again later", a 5xx or no answer: the cluster's state (ClusterNotReady, an
+    OSError: the cell waits, no attempt spent); a 4xx (a bad runtime env): the job's."""
+    from gppo.sweep.dispatcher import _NOT_READY
+
+    busy = (
+        "Request failed with status code 500: No available agent to submit job, please try "
+        "again later."
+    )
+    assert _NOT_READY.search(busy)
+    assert _NOT_READY.search("Request failed with status code 503: Service Unavailable.")
+    assert not _NOT_READY.search("Request failed with status code 400: runtime_env is invalid.")
+    assert not _NOT_READY.search("Request failed with status code 404: Not Found.")
 
 
 def test_free_ports_never_repeat_a_port():

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -68,9 +69,12 @@ def test_launcher_gives_up_on_a_cluster_that_stopped_answering(tmp_path, ray_clu
     assert rc == 1, (out.read_text(), err.read_text())
     assert BOUND_S - 0.5 <= took <= BOUND_S + 20, took
     lines = [ln for ln in err.read_text().splitlines() if ln.strip()]
-    # the first failed poll's reason depends on timing (refused, reset, timed out): any is fine
-    warned = [ln for ln in lines if f"the Ray cluster at {head.address} does not answer (" in ln]
-    assert warned and "waiting up to 4 s" in warned[0], lines
+    # the outage is one stamped event line of the launch's own output; the first failed poll's
+    # reason depends on timing (refused, reset, timed out): any is fine
+    said = out.read_text().splitlines()
+    warned = [ln for ln in said if f"the Ray cluster at {head.address} does not answer (" in ln]
+    assert len(warned) == 1 and "waiting up to 4 s" in warned[0], said
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ  outage ", warned[0]), warned
     last = lines[-1]  # the one line the CLI ends with, no traceback
     assert last.startswith(f"{spec}: the Ray cluster at {head.address} has not answered"), lines
     assert "ray.unreachable_timeout_s = 4" in last and "Traceback" not in err.read_text()

@@ -5,6 +5,14 @@ back from its MLflow run to Optuna and prune it if the pruner says so (its Ray j
 tell Optuna the finished ones (COMPLETE with the objective read from MLflow, FAIL when the job
 failed or logged no objective); then ask for new trials while slots are free.
 
+Each trial's attempts go through the sweep's :class:`~gppo.sweep.attempts.AttemptDriver`, as a
+launch's cells do: one status request per cycle for all running trials, the grid's ``retries``
+(a failed or stalled attempt is resubmitted after its backoff, under the same trial number; the
+trial is FAIL only after the last), and the outage clocks of ``ray.unreachable_timeout_s`` and
+``tracking.unreachable_timeout_s`` (while the tracking server is away no trial is started or
+ended; past either limit the tuner stops and leaves its trials RUNNING for the next tuner's
+recovery). A job that succeeded is told COMPLETE with its objective, never retried.
+
 Done = COMPLETE + PRUNED trials of the study (whoever ran them); FAIL trials do not count, so a
 crash never shortens the study. Trials RUNNING in another live tuner are counted as in flight.
 Optuna is used through its public API only (``ask``, ``tell`` by trial number, ``Trial`` methods,
@@ -19,16 +27,31 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from gppo.backends.base import Job, get_backend
-from gppo.errors import TuneError
+from gppo.cell import Cell
+from gppo.errors import ClusterUnreachable, TrackingUnreachable, TuneError
 from gppo.grid import SpecError
+from gppo.store.health import fail_fast, tracking_unreachable
 from gppo.store.uri import resolve_tracking_uri
-from gppo.sweep.dispatcher import ACTIVE
+from gppo.sweep.attempts import (
+    ENDING,
+    FAILED,
+    PENDING,
+    RUNNING,
+    WAITING,
+    AttemptDriver,
+    CellState,
+    Event,
+    Limits,
+)
+from gppo.sweep.dispatcher import Attempt
 from gppo.sweep.guard import check_store_reachable, resolve_address
+from gppo.sweep.outage import OutageClock
 from gppo.sweep.signals import signals_set
 from gppo.sweep.tuning import attrs, readback
 from gppo.sweep.tuning.cells import check_spec, trial_cell
@@ -43,21 +66,40 @@ from gppo.sweep.tuning.study import make_storage, open_study, storage_url
 log = logging.getLogger(__name__)
 
 
+#: what a tuner that gives up on a service leaves, and what to do
+LEFT = "the trials are left RUNNING: tune again once it answers"
+#: the driver's events a study prints (its own lines say when a trial starts, ends or fails)
+SHOWN = ("retrying", "stalled", "outage", "recovered")
+
+
+@dataclass
+class TrialCell(CellState):
+    """A trial's cell under the driver, with the trial it belongs to."""
+
+    trial: Any = None
+
+
 @dataclass
 class Active:
-    """A trial this tuner drives."""
+    """A trial this tuner drives; ``st``: its attempts, as the driver sees them."""
 
     trial: optuna.trial.Trial
-    run_id: str
-    job_id: str  # the Ray submission id
+    st: TrialCell
     label: str
     last_step: int = -1
     reported: dict[int, float] = field(default_factory=dict)
-    unreachable_since: float | None = None
 
     @property
     def number(self) -> int:
         return self.trial.number
+
+    @property
+    def run_id(self) -> str:
+        return self.st.run_id or ""
+
+    @property
+    def job_id(self) -> str:
+        return self.st.current.submission_id if self.st.current is not None else ""
 
 
 class Tuner:
@@ -88,6 +130,39 @@ class Tuner:
         enqueue_default(self.spec, self.study)
         self.session = open_study_session(grid, self.spec.name, self.spec.study_name)
         self.disp = self.session.dispatcher()
+        self.cluster = OutageClock(
+            "cluster", self.disp.cluster.address, grid.ray.unreachable_timeout_s, self._outage
+        )
+        uri = self.disp.tracking.uri
+        limit = grid.tracking.unreachable_timeout_s
+        self.tracking = OutageClock("tracking", uri, limit, self._outage)
+        self.driver = AttemptDriver(
+            self.disp,
+            Limits(grid.retries, get_backend(grid.backend)),
+            cluster=self.cluster,
+            emit=self._event,
+            submit=self._submit,
+        )
+
+    def _event(self, event: Event) -> None:
+        if event.kind in SHOWN:
+            self.progress.event(event.text())
+
+    def _outage(self, kind: str, clock: OutageClock) -> None:
+        self._event(Event.of(kind, clock))
+        if kind == "recovered" and clock is self.tracking:  # no step could be read meanwhile
+            self.driver.pause_stall_clocks([a.st for a in self.active.values()], clock.last_down_s)
+
+    def _submit(self, st: CellState) -> Attempt:
+        """Submit one attempt of a trial (its first, or a retry under the same number)."""
+        assert isinstance(st, TrialCell)
+        trial = st.trial
+        att = submit_trial(
+            self.disp, st.cell, trial.number, trial.params, self.spec.study_name, self._served
+        )
+        trial.set_user_attr(attrs.RUN_ID, att.run_id)
+        trial.set_user_attr(attrs.JOB_ID, att.submission_id)
+        return att
 
     # --- the loop ------------------------------------------------------------------------------
     def run(self) -> optuna.Study:
@@ -108,7 +183,7 @@ class Tuner:
                     if time.monotonic() - last_recover > t.stale_after_s / 2:
                         recover(self)  # trials of tuners that died since (shared storage)
                         last_recover = time.monotonic()
-                    self._poll()
+                    tracking_ok = self._poll()
                     done, others = self._counts()
                     if done >= t.n_trials and not self.active:
                         break
@@ -118,13 +193,15 @@ class Tuner:
                                 f"{self.failures} trials failed (max_failures={max_failures}); "
                                 f"last: {self.last_failure}"
                             )
-                    else:  # at most one try per free slot and cycle (a launch may fail)
+                    elif tracking_ok and not self.cluster.down:  # one try per free slot
                         for _ in range(self.spec.n_parallel - len(self.active)):
                             if done + len(self.active) + others < t.n_trials:
                                 self._launch()
                     self._heartbeat()
                     self.progress.update(self)
                     stop.wait(t.poll_s)
+        except (ClusterUnreachable, TrackingUnreachable):
+            raise  # its trials stay RUNNING: the next tuner recovers them
         except BaseException:
             self._abandon("the tuner was interrupted")
             raise
@@ -132,7 +209,8 @@ class Tuner:
             restore()
             if not self._any_running():  # end the parent run, stop a local head we started
                 done, _ = self._counts()
-                self.session.close("FINISHED" if done >= t.n_trials else "KILLED")
+                with contextlib.suppress(Exception):
+                    self.session.close("FINISHED" if done >= t.n_trials else "KILLED")
         return self.study
 
     def _counts(self) -> tuple[int, int]:
@@ -169,18 +247,18 @@ class Tuner:
         trial.set_user_attr(attrs.CELL_ID, cell.id)
         trial.set_user_attr(attrs.CONFIG, cfg.label)
         trial.set_user_attr(attrs.RAY_ADDRESS, self.disp.cluster.address)
-        try:
-            att = submit_trial(
-                self.disp, cell, trial.number, trial.params, self.spec.study_name, self._served
+        a = Active(trial, TrialCell(cell, trial=trial), cfg.label)
+        self.active[trial.number] = a
+        with fail_fast(self.disp.tracking.uri):
+            started = self.driver.start(a.st)
+        if started:
+            self.progress.event(
+                f"trial {trial.number} started: {cfg.label} ({cell.id}, job {a.job_id})"
             )
-        except Exception as err:  # the dispatcher ended the run FAILED already
-            self.fail(trial, f"submit failed: {err}")
-            return
-        run_id, job_id = att.run_id, att.submission_id
-        trial.set_user_attr(attrs.RUN_ID, run_id)
-        trial.set_user_attr(attrs.JOB_ID, job_id)
-        self.active[trial.number] = Active(trial, run_id, job_id, cfg.label)
-        self.progress.event(f"trial {trial.number} started: {cfg.label} ({cell.id}, job {job_id})")
+        elif a.st.state == FAILED:  # refused: the dispatcher ended its run FAILED already
+            del self.active[trial.number]
+            self.fail(trial, f"submit failed: {a.st.why}")
+        # else the cluster did not take it (an outage): submitted again once it answers
 
     def adopt(
         self, trial: optuna.trial.Trial, frozen: FrozenTrial, run_id: str, job_id: str
@@ -190,8 +268,17 @@ class Tuner:
         reported = dict(frozen.intermediate_values)
         label = str(frozen.user_attrs.get(attrs.CONFIG, ""))
         last = max(reported, default=-1)
-        self.active[trial.number] = Active(trial, run_id, job_id, label, last, reported)
+        cell = self._cell_of(trial)
+        st = TrialCell(cell, state=RUNNING, trial=trial, run_id=run_id)
+        st.current = Attempt(cell, trial.number, run_id, job_id, status="RUNNING")
+        self.active[trial.number] = Active(trial, st, label, last, reported)
+        self.driver.attached(st)
         self.progress.event(f"trial {trial.number} re-attached to running job {job_id}")
+
+    def _cell_of(self, trial: optuna.trial.Trial) -> Cell:
+        """A trial's cell again (its parameters suggested once more give the stored values)."""
+        cell, _ = trial_cell(self.spec, suggest(trial, self.spec.tune.space), trial.number)
+        return cell
 
     def _report(self, a: Active) -> bool:
         """Report new intermediate values; True when something new was reported."""
@@ -202,42 +289,70 @@ class Tuner:
                 a.trial.report(value, step)
                 a.reported[step] = value
                 a.last_step = step
+                self.driver.progressed(a.st, step, value)
                 new = True
         return new
 
-    def _poll(self) -> None:
-        for number, a in list(self.active.items()):
-            try:
-                self._poll_one(number, a)
-            except Exception as err:  # a transient store/cluster error: try again next cycle
-                log.warning("trial %s: poll error", number, exc_info=True)
-                self.progress.event(f"trial {number}: poll error ({type(err).__name__}: {err})")
+    def _poll(self) -> bool:
+        """One cycle over the running trials: one status request, then (while the tracking
+        server answers) their new values, prunes, endings, retries and stalls. False while the
+        tracking server is away (nothing is started or ended)."""
+        self.driver.poll([a.st for a in self.active.values()])
+        if self.cluster.expired():
+            raise ClusterUnreachable(self.cluster.gave_up(self.spec.file, LEFT))
+        why = tracking_unreachable(self.disp.tracking.uri)
+        if why is not None:
+            self._tracking_failed(why)
+            return False
+        self.tracking.answered()
+        with fail_fast(self.disp.tracking.uri):  # an outage mid-cycle raises, not blocks
+            for number, a in list(self.active.items()):
+                try:
+                    self._poll_one(number, a)
+                except Exception as err:  # a transient store error: try again next cycle
+                    log.warning("trial %s: poll error", number, exc_info=True)
+                    self.progress.event(f"trial {number}: poll error ({type(err).__name__}: {err})")
+            self.driver.stop_stalled(a.st for a in self.active.values())
+        return True
+
+    def _tracking_failed(self, why: str) -> None:
+        self.tracking.failed(why)
+        if self.tracking.expired():
+            raise TrackingUnreachable(self.tracking.gave_up(self.spec.file, LEFT))
 
     def _poll_one(self, number: int, a: Active) -> None:
-        try:
-            status = self.disp.status(a.job_id)
-            a.unreachable_since = None
-        except Exception:  # the cluster may come back: fail only when stale
-            a.unreachable_since = a.unreachable_since or time.time()
-            if time.time() - a.unreachable_since < self.spec.tune.stale_after_s:
-                return
-            status = "UNREACHABLE"
-        new = self._report(a)
-        if status in ACTIVE:
-            if new and a.trial.should_prune():
+        st = a.st
+        if st.state in (PENDING, WAITING):  # not taken by the cluster yet, or a retry
+            if st.ready_at <= time.time() and not self.cluster.down and self.driver.start(st):
+                a.last_step = -1  # the new attempt's run logs from its first step
+                self.progress.event(f"trial {number} attempt {st.attempt} started (job {a.job_id})")
+            elif st.state == FAILED and st.run_id:
+                self._failed(number, a)
+            elif st.state == FAILED:  # refused at its first submission: it has no run
+                del self.active[number]
+                self.fail(a.trial, f"submit failed: {st.why}")
+            return
+        if st.state == RUNNING:
+            if self._report(a) and a.trial.should_prune():
                 self.stop(a.job_id)
                 self.study.tell(number, state=TrialState.PRUNED, skip_if_finished=True)
                 end_trial(self.disp, a.run_id, a.job_id, "PRUNED", f"pruned at step {a.last_step}")
                 del self.active[number]
                 self.progress.event(f"trial {number} pruned at step {a.last_step}")
             return
-        if status == "SUCCEEDED":
+        if st.state != ENDING or st.current is None:
+            return
+        if st.current.status == "SUCCEEDED" and not st.stall_note:
             self.finish_succeeded(a.trial, a.run_id, a.job_id)
-        else:
-            tail = self.disp.logs_tail(a.job_id, 3).replace("\n", " | ")
-            why = f"job {a.job_id} {status or 'MISSING'}: {tail}"
-            self.fail(a.trial, why, a.run_id, a.job_id)
-        del self.active[number]  # only once settled: an error above is retried next cycle
+            del self.active[number]  # only once settled: an error above is retried next cycle
+            return
+        if self.driver.end(st) == FAILED:  # else WAITING: retried after its backoff
+            self._failed(number, a)
+
+    def _failed(self, number: int, a: Active) -> None:
+        """The trial's last attempt failed (its run is ended FAILED): tell FAIL with the reason."""
+        self.fail(a.trial, f"{a.st.note}: {a.st.why}", a.run_id or None)
+        del self.active[number]
 
     def finish_succeeded(self, trial: optuna.trial.Trial, run_id: str, job_id: str) -> bool:
         """The job exited 0: tell COMPLETE with the objective read back (True), or FAIL."""
@@ -283,8 +398,9 @@ class Tuner:
         """Stop this tuner's jobs and fail their trials (Ctrl-C, SIGTERM, an error)."""
         for a in list(self.active.values()):
             with contextlib.suppress(Exception):
-                self.stop(a.job_id)
-                self.fail(a.trial, why, a.run_id, a.job_id)
+                if a.job_id:
+                    self.stop(a.job_id)
+                self.fail(a.trial, why, a.run_id or None, a.job_id)
         self.active.clear()
 
 

@@ -30,6 +30,9 @@ class TuneProbeSettings(BaseModel):
     lr: float = 1e-3
     width: int = 4  # an integer setting to search
     fail_below_lr: float | None = None  # the job exits 3 when lr is below this
+    #: the first attempt of each trial hangs after this step (a hung engine); None: never
+    hang_after_step: int | None = None
+    marker_dir: str | None = None  # where attempts are counted (one line per start)
 
 
 @register_backend

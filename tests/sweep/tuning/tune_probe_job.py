@@ -7,6 +7,7 @@ import math
 import os
 import sys
 import time
+from pathlib import Path
 
 
 def main() -> int:
@@ -25,9 +26,22 @@ def main() -> int:
     client = MlflowClient(os.environ[M.ENV_TRACKING_URI])
     run_id = os.environ[M.ENV_RUN_ID]
     k, steps = cell["eval_k"], s["steps"]
+    first = True
+    if s.get("marker_dir"):  # one line per start of this trial's cell (its attempts)
+        marks = os.path.join(s["marker_dir"], f"{run_id}.start")
+        os.makedirs(s["marker_dir"], exist_ok=True)
+        first = not any(
+            Path(s["marker_dir"], f).read_text() == str(s["lr"])
+            for f in os.listdir(s["marker_dir"])
+        )
+        with open(marks, "w") as fh:
+            fh.write(str(s["lr"]))
     for step in range(1, steps + 1):
         time.sleep(s["sleep_s"])
         log_metrics(client, run_id, {M.TRAIN_SCORE: q * step / steps}, step=step)
+        if first and s.get("hang_after_step") == step:
+            print("tune probe hanging on purpose", flush=True)
+            time.sleep(3600)
     evals = {M.eval_metric(b, k): q for b in cell["benchmarks"]}
     evals[M.eval_domain_metric(k)] = q
     log_metrics(client, run_id, evals, step=steps)
