@@ -1,14 +1,15 @@
-"""Do two trainers agree? The same GPPO cells from the same base, trained by the CPU testbed's own
-loop and by verl's whole trainer (``configs/verl-cpu-testbed.yaml``), scored by one evaluator.
+"""Do the trainers agree? The same GPPO cells from the same base, trained by the CPU testbed's own
+loop, by verl's whole trainer (``configs/verl-cpu-testbed.yaml``) and by TRL's ``GRPOTrainer``
+(``configs/trl-cpu-testbed.yaml``), scored by one evaluator.
 
     .venv/bin/python benchmarks/cross_trainer.py --seeds 5 --estimators mc atomic \\
         --verl-python .venv-verl-cpu/bin/python --work runs/cross-trainer
 
 The testbed cells run as ``python -m gppo.backends.local`` subprocesses (two at a time); the verl
-cells as one ``gppo-sweep launch`` of the verl preset (seeds and grid replaced), from the verl CPU
-environment, into ``<work>/verl/mlflow.db``: relaunching resumes it (finished cells are kept), so
-an interrupted benchmark loses at most the cell that was running. ``--skip-verl`` reads the verl
-sweep as it stands.
+and TRL cells as one ``gppo-sweep launch`` each of their preset (seeds and grid replaced), verl's
+from the verl CPU environment, into ``<work>/<trainer>/mlflow.db``: relaunching resumes a sweep
+(finished cells are kept), so an interrupted benchmark loses at most the cells that were running.
+``--trainers testbed trl`` runs a subset; ``--read-only verl`` reads a sweep as it stands.
 
 Both sides score the base (step 0) and the final policy with the testbed's evaluator (avg@8, seed
 1234), so the gain (final - base, in points) is on one scale. Printed: per trainer and cell, the
@@ -36,7 +37,6 @@ from _cells import run_many
 from gppo import metrics as M
 
 REPO = Path(__file__).resolve().parents[1]
-PRESET = REPO / "configs" / "verl-cpu-testbed.yaml"
 KEY = M.eval_domain_metric(8)
 
 
@@ -81,29 +81,40 @@ def testbed_gains(estimators: list[str], seeds: int, parallel: int) -> dict[str,
     return out
 
 
-def verl_spec(work: Path, estimators: list[str], seeds: int) -> Path:
-    spec = yaml.safe_load(PRESET.read_text())
-    spec["name"] = "cross-trainer-verl"
+#: the trainers run as sweeps: preset, the section holding the step count, its key
+SWEEPS = {
+    "verl": (REPO / "configs" / "verl-cpu-testbed.yaml", "verl", "total_steps"),
+    "trl": (REPO / "configs" / "trl-cpu-testbed.yaml", "trl", "steps"),
+}
+
+
+def sweep_spec(work: Path, trainer: str, estimators: list[str], seeds: int) -> Path:
+    preset, _, _ = SWEEPS[trainer]
+    spec = yaml.safe_load(preset.read_text())
+    spec["name"] = f"cross-trainer-{trainer}"
     spec["grid"] = {"divergences": ["tv"], "estimators": estimators}
     spec["seeds"] = seeds
     spec["tracking"] = {"uri": f"sqlite:///{work}/mlflow.db"}
+    if trainer == "trl":
+        spec["trl"]["checkpoint_dir"] = str(work / "checkpoints")
     path = work / "grid.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     return path
 
 
-def run_verl(spec: Path, python: str) -> None:
+def run_sweep(spec: Path, python: str) -> None:
     gppo_sweep = Path(python).parent / "gppo-sweep"
     subprocess.run([str(gppo_sweep), "launch", str(spec)], cwd=spec.parent, check=True)
 
 
-def verl_gains(spec: Path) -> dict[str, list[tuple]]:
-    """``{cell: [(seed, base, final), ...]}`` from the verl sweep's finished runs."""
+def sweep_gains(spec: Path, trainer: str) -> dict[str, list[tuple]]:
+    """``{cell: [(seed, base, final), ...]}`` from a sweep's finished runs."""
     from mlflow import MlflowClient
 
     raw = yaml.safe_load(spec.read_text())
     client = MlflowClient(raw["tracking"]["uri"])
-    final_step = raw["verl"]["total_steps"]
+    _, section, key = SWEEPS[trainer]
+    final_step = raw[section][key]
     out: dict[str, list[tuple]] = {}
     for exp in client.search_experiments():
         for run in client.search_runs([exp.experiment_id], max_results=1000):
@@ -141,17 +152,21 @@ def report(results: dict[str, dict[str, list[tuple]]]) -> str:
             )
     lines += [
         "",
-        "| cell | gain: verl - testbed (points) | Welch 95% CI | p |",
+        "| cell | gain difference (points) | Welch 95% CI | p |",
         "| --- | --- | --- | --- |",
     ]
-    verl, testbed = results.get("verl", {}), results.get("testbed", {})
-    for cell in sorted(set(verl) & set(testbed)):
-        a = [f - b for _, b, f in verl[cell]]
-        b = [f - b0 for _, b0, f in testbed[cell]]
-        if len(a) < 2 or len(b) < 2:
-            continue
-        d, lo, hi, p = welch(a, b)
-        lines.append(f"| {cell} | {pct(d)} | [{pct(lo)}, {pct(hi)}] | {p:.2f} |")
+    testbed = results.get("testbed", {})
+    for trainer in (t for t in results if t != "testbed"):
+        other = results[trainer]
+        for cell in sorted(set(other) & set(testbed)):
+            a = [f - b for _, b, f in other[cell]]
+            b = [f - b0 for _, b0, f in testbed[cell]]
+            if len(a) < 2 or len(b) < 2:
+                continue
+            d, lo, hi, p = welch(a, b)
+            lines.append(
+                f"| {cell}: {trainer} - testbed | {pct(d)} | [{pct(lo)}, {pct(hi)}] | {p:.2f} |"
+            )
     return "\n".join(lines)
 
 
@@ -159,21 +174,25 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--estimators", nargs="+", default=["mc", "atomic"])
+    ap.add_argument("--trainers", nargs="+", default=["testbed", *SWEEPS], help="which to run")
     ap.add_argument("--parallel", type=int, default=2, help="testbed cells at a time")
     ap.add_argument("--verl-python", default=str(REPO / ".venv-verl-cpu" / "bin" / "python"))
+    ap.add_argument(
+        "--trl-python", default=sys.executable, help="an environment with the trl extra"
+    )
     ap.add_argument("--work", type=Path, default=REPO / "runs" / "cross-trainer")
-    ap.add_argument("--skip-verl", action="store_true", help="read the verl sweep as it stands")
-    ap.add_argument("--skip-testbed", action="store_true")
+    ap.add_argument("--read-only", nargs="*", default=[], help="sweeps read as they stand")
     a = ap.parse_args()
-    work = a.work.resolve() / "verl"
-    work.mkdir(parents=True, exist_ok=True)
-    spec = verl_spec(work, a.estimators, a.seeds)
     results: dict[str, dict[str, list[tuple]]] = {}
-    if not a.skip_testbed:
+    if "testbed" in a.trainers:
         results["testbed"] = testbed_gains(a.estimators, a.seeds, a.parallel)
-    if not a.skip_verl:
-        run_verl(spec, a.verl_python)
-    results["verl"] = verl_gains(spec)
+    for trainer in (t for t in SWEEPS if t in a.trainers or t in a.read_only):
+        work = a.work.resolve() / trainer
+        work.mkdir(parents=True, exist_ok=True)
+        spec = sweep_spec(work, trainer, a.estimators, a.seeds)
+        if trainer not in a.read_only:
+            run_sweep(spec, getattr(a, f"{trainer}_python"))
+        results[trainer] = sweep_gains(spec, trainer)
     for trainer, cells in results.items():
         for cell, rows in sorted(cells.items()):
             for seed, base, final in rows:

@@ -1,4 +1,6 @@
-"""The one place where the CLI turns an error into a line on stderr and an exit code.
+"""How the CLI turns an error into a line on stderr and an exit code (:func:`command` wraps every
+command; ``tune``, ``report`` and ``launch`` also map their own outcomes, a failed study or cell,
+to these codes).
 
 Codes (from :mod:`gppo.errors`): 0 done; 1 something ran and failed (a cell, a study, a busy
 sweep); 2 bad input, nothing started (a spec, a name, a flag, a store the cluster cannot reach);

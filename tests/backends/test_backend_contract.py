@@ -2,7 +2,8 @@
 Optuna's sampler contract tests): a new backend is checked by registering it, nothing else.
 
 Per backend: its settings model validates a spec's section and refuses unknown keys; its default
-benchmarks are among the known ones; ``job(cell)`` is pure, runs its own entrypoint module, quotes
+benchmarks are among the known ones; ``job(cell)`` is deterministic (the same cell gives the same
+job; verl's composes its Hydra config to build it), runs its own entrypoint module, quotes
 its argv so that Ray's shell gives it back unchanged, carries the cell (or what the entrypoint
 needs of it) and the cell's CPU, memory and custom resources; and the entrypoint module can be found without importing
 it (the job runs it as ``python -m``)."""
@@ -79,7 +80,9 @@ def test_job_runs_its_entrypoint_with_the_cell(backend, tmp_path):
     assert {c.method for c in plan.cells} == {"gppo", "gspo"}
     for cell in plan.cells:
         job = backend.job(cell)
-        assert isinstance(job, Job) and backend.job(cell) == job  # pure
+        assert (
+            isinstance(job, Job) and backend.job(cell) == job
+        )  # deterministic: same cell, same job
         assert shlex.split(job.entrypoint) == list(job.argv)  # Ray's shell gives argv back
         # what the cell asks Ray for (a backend may size GPUs from its own settings: verl n_gpus)
         r, want = job.resources, cell.resources

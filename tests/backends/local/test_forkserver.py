@@ -91,6 +91,24 @@ def test_without_a_server_the_client_runs_the_cell_itself(tmp_path):
     assert dead["perf"]["perf/forked"] == 0.0 and dead["evals"] == alone["evals"]
 
 
+def _wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 120) -> str:
+    """Read the process's stdout until a line containing ``text`` (fails after ``timeout`` s)."""
+    import selectors
+
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sel.select(timeout=max(0.0, deadline - time.monotonic())):
+            line = proc.stdout.readline()
+            line = line.decode() if isinstance(line, bytes) else line
+            if text in line:
+                return line
+            if not line:
+                break
+    raise AssertionError(f"no line with {text!r} from the cell")
+
+
 def _running_cell(server: str) -> tuple[subprocess.Popen, psutil.Process]:
     """A client whose cell runs long enough to be signalled, and the cell's process."""
     long = ["--method", "grpo", "--set", "steps=100000", "--set", "eval_prompts=4", "--no-mlflow"]
@@ -110,7 +128,7 @@ def test_a_signal_to_the_job_reaches_its_cell(server, sig):
     """What `ray job stop` and the launcher's stall detection send: the cell dies, and the job
     exits as a process killed by that signal would (128 + its number)."""
     proc, cell = _running_cell(server)
-    time.sleep(1.0)
+    _wait_for_line(proc, "base model")  # the cell is in its own code, past start-up
     proc.send_signal(sig)
     expected = {signal.SIGTERM: {143}, signal.SIGINT: {1, 130}}[sig]  # SIGINT: the cell's
     assert proc.wait(timeout=30) in expected  # KeyboardInterrupt, its traceback, exit 1
