@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import platform
 import subprocess
 
 import pytest
+
+# platform caches uname, and its first call runs `uname -p` (MLflow's first import calls it):
+# made here, at collection, so no fast test that happens to import MLflow first starts a process
+platform.uname().processor  # noqa: B018 (the call fills the cache)
 
 #: Fixtures that start processes (Ray heads, servers, the verl CPU environment).
 PROCESS_FIXTURES = frozenset(

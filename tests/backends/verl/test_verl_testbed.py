@@ -135,7 +135,11 @@ def test_a_testbed_cell_verl_cannot_run_is_refused(extra, message):
 def test_verls_validation_is_kept_apart_from_the_testbed_evaluators_scores():
     history = {"val-core/add/acc/mean_at_8": [(0, 0.4), (60, 0.7)]}
     ours = mapped_points(history, ["add"], 8)
-    assert {p.key for p in ours} == {m.eval_metric("add", 8), m.eval_domain_metric(8)}
+    assert {p.key for p in ours} == {
+        m.eval_metric("add", 8),
+        m.eval_domain_metric(8),
+        m.eval_base_metric("add", 8),  # step 0: the base model, by the protocol's own name
+    }
     testbed_run = mapped_points(history, ["add"], 8, verl_scores=False)
     assert {(p.key, p.step, p.value) for p in testbed_run} == {
         (m.verl_val_metric("add", 8), 0, 0.4),
