@@ -105,6 +105,12 @@ class Event:
             return f"{k} {self.cell}  attempt {self.attempt} {self.reason}"
         if self.kind == "stopped":
             return f"{k} {self.cell}  {self.note}"
+        if self.kind == "finished":
+            score = "-" if self.score is None else f"{self.score:.4f}"
+            took = "" if self.took_s is None else f" in {self.took_s:.0f} s"
+            return f"{k} {self.cell}  attempt {self.attempt}  score {score}{took}"
+        if self.service not in SERVICES:
+            return f"{k} {self.cell}  {self.note or self.reason}".rstrip()
         what = SERVICES[self.service][0]
         if self.kind == "outage":
             holding = (
@@ -116,9 +122,7 @@ class Event:
                 f"{k} {what} at {self.where} does not answer ({self.reason}); {holding}"
                 f"waiting up to {self.limit_s or 0:.0f} s for it"
             )
-        if self.kind == "recovered":
-            return f"{k} {what} at {self.where} answers again after {self.took_s or 0:.0f} s"
-        return f"{k} {self.cell} {self.reason}".rstrip()
+        return f"{k} {what} at {self.where} answers again after {self.took_s or 0:.0f} s"
 
 
 @dataclass

@@ -259,7 +259,8 @@ class Launcher:
                         raise StoreFull(self._disk_full_line(ctx, exc)) from None
                     if not is_unreachable_error(exc):
                         raise
-                    self._tracking_failed(reason(exc))  # the same step is retried
+                    self.tracking.failed(reason(exc))  # the same step is retried next round
+                    self.tracking.check(TrackingUnreachable, self.plan.source, LEFT)
             self.on_update(result)
             if not [c for c in cells.values() if c.state in OPEN]:
                 return
@@ -303,17 +304,9 @@ class Launcher:
     def _tracking_answers(self, ctx: SweepContext) -> bool:
         """Probe the tracking server (its outage clock says when it goes away and comes back);
         give up (raise :class:`TrackingUnreachable`) after ``tracking.unreachable_timeout_s``."""
-        why = tracking_unreachable(ctx.tracking.uri)
-        if why is not None:
-            self._tracking_failed(why)
-            return False
-        self.tracking.answered()
-        return True
-
-    def _tracking_failed(self, why: str) -> None:
-        self.tracking.failed(why)
-        if self.tracking.expired():
-            raise TrackingUnreachable(self.tracking.gave_up(self.plan.source, LEFT))
+        answers = self.tracking.observe(tracking_unreachable(ctx.tracking.uri))
+        self.tracking.check(TrackingUnreachable, self.plan.source, LEFT)
+        return answers
 
     def _check_cluster(self, ctx: SweepContext) -> None:
         """Raise :class:`ClusterUnreachable` once the cluster has been silent for too long, or at
@@ -324,8 +317,7 @@ class Launcher:
                 f"{ctx.cluster.pid}) has exited, and its jobs with it; their runs are left for a "  # type: ignore[union-attr]
                 "relaunch, which starts a new head and reruns every unfinished cell"
             )
-        if self.cluster.expired():
-            raise ClusterUnreachable(self.cluster.gave_up(self.plan.source, LEFT))
+        self.cluster.check(ClusterUnreachable, self.plan.source, LEFT)
 
     def _disk_full_line(self, ctx: SweepContext, exc: BaseException) -> str:
         found = next((s for s in DISK_FULL_SIGNS if s in str(exc)), "no space left on device")

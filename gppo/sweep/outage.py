@@ -70,6 +70,19 @@ class OutageClock:
             self.since = None
             self.on_change("recovered", self)
 
+    def observe(self, why: str | None) -> bool:
+        """A call's result: ``why`` it got no answer, or None when it got one; True if it did."""
+        if why is None:
+            self.answered()
+        else:
+            self.failed(why)
+        return why is None
+
+    def check(self, error: type[Exception], source: object, left: str) -> None:
+        """Raise ``error`` with :meth:`gave_up`'s line once :meth:`expired`."""
+        if self.expired():
+            raise error(self.gave_up(source, left))
+
     def expired(self) -> bool:
         """True once the service has been away for ``limit_s`` or longer."""
         return self.since is not None and self.down_s() >= self.limit_s

@@ -188,3 +188,18 @@ def test_processes_opening_a_fresh_store_at_once_all_get_it(tmp_path):
     for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err[-3000:]
     assert len({out.strip() for out, _ in outs}) == 1  # one experiment, the same id for all
+
+
+def test_every_event_reads_as_one_line():
+    from gppo.sweep.attempts import Event
+
+    kinds = ["submitted", "attached", "running", "step", "finished", "failed", "retrying"]
+    for kind in [*kinds, "stalled", "stopped"]:
+        text = Event(
+            kind, "tv-mc-s0", 2, job="sid", step=3, score=0.5, reason="why", note="n"
+        ).text()
+        assert text.startswith(kind) and "tv-mc-s0" in text and "\n" not in text, text
+    for service in ("cluster", "tracking"):
+        for kind in ("outage", "recovered"):
+            ev = Event(kind, service=service, where="http://x:1", reason="refused", limit_s=9)
+            assert ev.text().startswith(kind) and "http://x:1" in ev.text(), ev.text()

@@ -36,7 +36,7 @@ from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.errors import ClusterUnreachable, TrackingUnreachable, TuneError
 from gppo.grid import SpecError
-from gppo.store.health import fail_fast, tracking_unreachable
+from gppo.store.health import fail_fast, is_unreachable_error, tracking_unreachable
 from gppo.store.uri import resolve_tracking_uri
 from gppo.sweep.attempts import (
     ENDING,
@@ -48,6 +48,7 @@ from gppo.sweep.attempts import (
     CellState,
     Event,
     Limits,
+    reason,
 )
 from gppo.sweep.dispatcher import Attempt
 from gppo.sweep.guard import check_store_reachable, resolve_address
@@ -249,8 +250,16 @@ class Tuner:
         trial.set_user_attr(attrs.RAY_ADDRESS, self.disp.cluster.address)
         a = Active(trial, TrialCell(cell, trial=trial), cfg.label)
         self.active[trial.number] = a
-        with fail_fast(self.disp.tracking.uri):
-            started = self.driver.start(a.st)
+        try:
+            with fail_fast(self.disp.tracking.uri):
+                started = self.driver.start(a.st)
+        except Exception as err:  # the store went away: the trial is submitted once it is back
+            if not is_unreachable_error(err):
+                del self.active[trial.number]
+                self.fail(trial, f"submit failed: {err}")
+                return
+            self.tracking.failed(reason(err))
+            started = False
         if started:
             self.progress.event(
                 f"trial {trial.number} started: {cfg.label} ({cell.id}, job {a.job_id})"
@@ -298,13 +307,11 @@ class Tuner:
         server answers) their new values, prunes, endings, retries and stalls. False while the
         tracking server is away (nothing is started or ended)."""
         self.driver.poll([a.st for a in self.active.values()])
-        if self.cluster.expired():
-            raise ClusterUnreachable(self.cluster.gave_up(self.spec.file, LEFT))
-        why = tracking_unreachable(self.disp.tracking.uri)
-        if why is not None:
-            self._tracking_failed(why)
+        self.cluster.check(ClusterUnreachable, self.spec.file, LEFT)
+        answers = self.tracking.observe(tracking_unreachable(self.disp.tracking.uri))
+        self.tracking.check(TrackingUnreachable, self.spec.file, LEFT)
+        if not answers:
             return False
-        self.tracking.answered()
         with fail_fast(self.disp.tracking.uri):  # an outage mid-cycle raises, not blocks
             for number, a in list(self.active.items()):
                 try:
@@ -314,11 +321,6 @@ class Tuner:
                     self.progress.event(f"trial {number}: poll error ({type(err).__name__}: {err})")
             self.driver.stop_stalled(a.st for a in self.active.values())
         return True
-
-    def _tracking_failed(self, why: str) -> None:
-        self.tracking.failed(why)
-        if self.tracking.expired():
-            raise TrackingUnreachable(self.tracking.gave_up(self.spec.file, LEFT))
 
     def _poll_one(self, number: int, a: Active) -> None:
         st = a.st
