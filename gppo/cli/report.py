@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 
 from gppo.cli.errors import EXIT_USAGE, fail
+from gppo.objectives.defaults import REFERENCE
 
 if TYPE_CHECKING:
     from gppo.grid import Plan
@@ -62,7 +63,7 @@ def report(
         R.parse_formats(format)
         if csvs:
             result = R.write_report_from_csv(
-                csvs, out, reference=reference or "tv/mc", formats=format, figures=figures
+                csvs, out, reference=reference or REFERENCE, formats=format, figures=figures
             )
         else:
             if spec is None and sweep_id is None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.backends.cell_run import CellRun, evaluation_points
-from gppo.cell import Cell
+from gppo.cell import Cell, cell_id
 from gppo.store.tracking import cell_tags
 
 #: ``1`` in a cell process forked by the launch's fork server (:mod:`.forkserver`; the run's
@@ -54,11 +54,11 @@ def cell_from_flags(args: argparse.Namespace) -> Cell:
         loss_params = {"divergence": div, "estimator": est}
         if args.delta is not None:
             loss_params["delta"] = args.delta
-        cell_id = f"{div.replace(':', '')}-{est}-s{args.seed}"
+        ident = cell_id(div, est, args.seed)
     else:
-        cell_id = f"{method}-s{args.seed}"
+        ident = cell_id(method, seed=args.seed)
     return Cell(
-        id=cell_id,
+        id=ident,
         method=method,
         seed=args.seed,
         loss_params=loss_params,

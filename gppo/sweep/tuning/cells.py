@@ -1,22 +1,22 @@
 """A trial's configuration → a :class:`Cell`, through the grid loader and expansion.
 
 Everything a grid cell gets (backend settings validation, δ calibration from r_min, overrides,
-benchmarks, resources) a trial gets the same way: its grid spec (:func:`space.trial_grid`) is
-parsed by :func:`gppo.grid.parse_spec` and expanded by :func:`gppo.grid.expand` into one cell.
+benchmarks, resources) a trial gets the same way: its :class:`GridSpec` (:func:`space.trial_spec`,
+built directly, no YAML round trip) is expanded by :func:`gppo.grid.expand` into one cell.
 :func:`check_spec` does this up front for every corner of the space, so a malformed base or a
 space the backend refuses is reported before anything is started.
 """
 
 from __future__ import annotations
 
-from gppo.grid import Cell, GridSpec, SpecError, expand, parse_spec
-from gppo.sweep.tuning.space import TrialConfig, corner_configs, trial_grid
+from gppo.grid import Cell, GridSpec, SpecError, expand
+from gppo.sweep.tuning.space import TrialConfig, corner_configs, trial_spec
 from gppo.sweep.tuning.spec import TuneSpec, TuneSpecError
 
 
 def trial_cell(spec: TuneSpec, cfg: TrialConfig, number: int) -> tuple[Cell, GridSpec]:
     """The single cell of trial ``number`` and its grid spec (raises :class:`SpecError`)."""
-    grid = parse_spec(trial_grid(spec, cfg, number), spec.file)
+    grid = trial_spec(spec, cfg, number)
     cells = expand(grid, spec.file)
     if len(cells) != 1:  # the trial grid has one divergence, one estimator and one seed
         raise SpecError(spec.file, "", f"a trial expanded to {len(cells)} cells, expected 1")

@@ -24,10 +24,10 @@ from optuna.trial import TrialState
 from rich.console import Console
 from rich.table import Table
 
-from gppo.grid import expand, parse_spec
+from gppo.grid import expand, spec_to_yaml
 from gppo.sweep.tuning import attrs
 from gppo.sweep.tuning.percell import cell_summary
-from gppo.sweep.tuning.space import best_grid, config_from_params
+from gppo.sweep.tuning.space import best_spec, config_from_params
 from gppo.sweep.tuning.spec import TuneSpec
 
 
@@ -161,13 +161,13 @@ def write_report(
 def write_best_spec(spec: TuneSpec, row: dict[str, Any], path: Path) -> Path:
     """Write the best trial's configuration as a grid spec (validated by the grid loader)."""
     cfg = config_from_params(row["params"], spec.tune.space)
-    grid = best_grid(spec, cfg)
-    expand(parse_spec(grid, str(path)), str(path))  # ready to launch, or raise here
+    grid = best_spec(spec, cfg)
+    expand(grid, str(path))  # ready to launch, or raise here
     header = (
         f"# Best configuration of study {spec.study_name!r}: trial {row['trial']}, "
         f"value {row['value']:.6g}\n# {cfg.label}\n# Launch it with: gppo-sweep launch {path.name}\n"
     )
-    path.write_text(header + yaml.safe_dump(grid, sort_keys=False))
+    path.write_text(header + yaml.safe_dump(spec_to_yaml(grid), sort_keys=False))
     return path
 
 
