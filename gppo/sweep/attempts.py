@@ -336,15 +336,18 @@ class AttemptDriver:
                 f"stalled: no new training step for {now - st.progress_at:.0f} s since {since} "
                 f"(retries.{self.limits.knob(first)} = {limit:g}); attempt stopped"
             )
-            self.emit("stalled", st, reason=note)
             try:
-                self.disp.stop(st.current.submission_id)
+                status = self.disp.stop(st.current.submission_id)
             except OSError as exc:  # no answer: the outage clock takes over
                 self.cluster.failed(reason(exc))
                 continue
-            # FAILED with the note, retried like any failure (ended by the owner's loop: the
-            # run's bookkeeping waits for the tracking server like every other ending)
-            st.current.status, st.stall_note, st.state = "FAILED", note, ENDING
+            st.state = ENDING  # ended by the owner's loop, when the tracking server answers
+            if status == "SUCCEEDED":  # it had ended meanwhile (its exit not yet seen)
+                st.current.status = status
+                continue
+            self.emit("stalled", st, reason=note)
+            # FAILED with the note, retried like any failure
+            st.current.status, st.stall_note = "FAILED", note
 
     # -- endings ---------------------------------------------------------------------------------
     def end(self, st: CellState) -> State:

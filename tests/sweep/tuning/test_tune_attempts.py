@@ -50,8 +50,9 @@ def test_a_stalled_trial_is_stopped_and_retried(tmp_path: Path, ray_cluster) -> 
         tuneprobe={
             "steps": 3, "sleep_s": 0.3, "hang_after_step": 1, "marker_dir": str(tmp_path / "m"),
         },
-        # 4 s without a new step once stepping; a first step gets a loaded machine's start-up
-        retries={"max": 1, "backoff_s": 0.2, "stall_timeout_s": 4, "first_step_timeout_s": 60},
+        # 10 s without a new step once stepping (0.3 s a step; a loaded machine's job exit can
+        # take seconds); a first step gets a loaded machine's start-up
+        retries={"max": 1, "backoff_s": 0.2, "stall_timeout_s": 10, "first_step_timeout_s": 90},
         tune={"n_trials": 2, "n_parallel": 2, "pruner": NO_PRUNING, "space": SPACE},
     )  # fmt: skip
     buf = io.StringIO()
