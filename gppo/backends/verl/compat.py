@@ -1,6 +1,7 @@
-"""What verl 0.9.1 needs to train a GPT-2 (``GPT2LMHeadModel``: the CPU testbed's base, exported).
+"""What verl 0.9.1 needs to train a GPT-2 (``GPT2LMHeadModel``: the CPU testbed's base, exported),
+and to build its engine next to TRL 1.16 (the ``trl`` backend's extra).
 
-Two work-arounds, each idempotent and harmless for every other model; the docstrings name the
+Work-arounds, each idempotent and harmless for every other model; the docstrings name the
 upstream lines, so each can go when upstream changes.
 
 **The actor's model class.** verl picks the Hugging Face auto class from the architecture's name
@@ -29,6 +30,14 @@ MoE layers for verl to patch, so :func:`tolerate_models_without_inner_model` mak
 return for it and calls verl's own for every other model. Applied in vLLM's processes by the
 ``vllm.general_plugins`` hook (:func:`gppo.backends.verl.hooks.vllm_plugin`), on CPU and GPU alike,
 before vLLM resolves verl's worker extension (``vllm/v1/worker/worker_base.py``, ``init_worker``).
+
+**TRL without a value-head model.** Where TRL is installed, verl's ``apply_monkey_patch`` (every
+engine build, ``verl/models/transformers/monkey_patch.py:352-360``) imports TRL's
+``AutoModelForCausalLMWithValueHead`` (from ``trl.experimental.ppo``, else ``trl``) to patch its
+``state_dict``; TRL 1.16 has it in neither place, so every actor build fails with an
+ImportError. With no such class there is nothing to patch (and no value-head critic to build,
+``verl/utils/model.py:654``): :func:`trl_only_with_a_value_head` makes verl's
+``is_trl_available`` say whether TRL has the class.
 """
 
 from __future__ import annotations
@@ -98,3 +107,39 @@ def tolerate_models_without_inner_model() -> None:
     if utils is not None:
         utils.patch_vllm_moe_model_weight_loader = patch_vllm_moe_model_weight_loader
     _APPLIED = True
+
+
+_IMPORT_UTILS = "verl.utils.import_utils"
+_MONKEY_PATCH = "verl.models.transformers.monkey_patch"
+
+
+def trl_only_with_a_value_head() -> None:
+    """verl sees TRL as installed only when TRL has ``AutoModelForCausalLMWithValueHead``
+    (idempotent; checked on verl's first call, then cached as verl's own answer is)."""
+    from verl.utils import import_utils
+
+    original = import_utils.is_trl_available
+    if getattr(original, "_gppo_value_head", False):
+        return
+
+    @functools.cache
+    def is_trl_available() -> bool:
+        if not original():
+            return False
+        import importlib.util
+
+        try:
+            if importlib.util.find_spec("trl.experimental.ppo") is not None:
+                return True
+        except ImportError:
+            pass
+        import trl
+
+        return hasattr(trl, "AutoModelForCausalLMWithValueHead")
+
+    is_trl_available._gppo_value_head = True  # type: ignore[attr-defined]
+    import_utils.is_trl_available = is_trl_available
+    for name in (_MONKEY_PATCH, "verl.utils.model"):  # imported before: rebind their names too
+        module = sys.modules.get(name)
+        if module is not None:
+            module.is_trl_available = is_trl_available

@@ -37,6 +37,7 @@ from verl.workers.config import PolicyLossConfig  # noqa: E402
 from gppo.backends.verl import compat  # noqa: E402
 from gppo.objectives import defaults  # noqa: E402
 
+compat.trl_only_with_a_value_head()  # verl's engine next to TRL 1.16 (the trl extra)
 # GPT-2 (the testbed's base): loaded with its LM head, saved as a Hugging Face model. The second
 # imports verl's FSDP engine, which reads the device when imported: only once the platform is
 # settled (a CPU run, or a machine with CUDA), never in a process that installs the CPU platform
