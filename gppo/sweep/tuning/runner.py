@@ -344,6 +344,7 @@ class Tuner:
             return
         if st.state != ENDING or st.current is None:
             return
+        self._report(a)  # the values it logged since the last cycle, before it is told
         if st.current.status == "SUCCEEDED" and not st.stall_note:
             self.finish_succeeded(a.trial, a.run_id, a.job_id)
             del self.active[number]  # only once settled: an error above is retried next cycle
