@@ -77,6 +77,12 @@ class Backend(ABC):
         ``None``: no stall detection."""
         return None
 
+    def local_head_resources(self, settings: BaseModel) -> Resources | None:
+        """What one cell with these settings needs of a local Ray head the launcher starts
+        (``ray start --num-cpus/--num-gpus``, e.g. a verl CPU cell's fake GPUs); ``None``: what
+        Ray detects."""
+        return None
+
     def prepare(self, settings: BaseModel) -> None:  # noqa: B027 (optional hook)
         """Build on the launching machine what cells with these settings need before any is
         submitted (idempotent; e.g. the verl smoke assets). Default: nothing."""

@@ -179,8 +179,9 @@ class ResourceSpec(_Strict):
 
 class LocalHead(_Strict):
     """Resources of the local Ray head the launcher starts when no ``ray.address`` is given
-    (``ray start --num-cpus/--num-gpus``; None: what Ray detects). Logical, not checked against
-    the hardware: a verl CPU run gives it fake GPUs, since verl asks Ray for GPU bundles."""
+    (``ray start --num-cpus/--num-gpus``). Logical, not checked against the hardware. A field left
+    None is filled by :func:`gppo.sweep.cluster.local_head_for` from what the backend needs (a verl
+    CPU run's fake GPUs, since verl asks Ray for GPU bundles), else Ray detects it."""
 
     num_cpus: int | None = Field(None, ge=1)
     num_gpus: int | None = Field(None, ge=0)

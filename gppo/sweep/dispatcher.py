@@ -26,9 +26,6 @@ ACTIVE = ACTIVE_JOB  # Ray job statuses of a live job
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
 #: an attempt's outcomes, in the one vocabulary of cell states (gppo.store.state)
 DONE, FAILED, STOPPED = State.DONE, State.FAILED, State.STOPPED
-#: the outcome ``DONE`` under its older name (its run ends FINISHED); kept for
-#: :mod:`gppo.sweep.tuning.jobs`, which still imports it
-FINISHED = DONE
 #: the MLflow run status of each outcome of an attempt
 RUN_STATUS = {DONE: "FINISHED", STOPPED: "KILLED", FAILED: "FAILED"}
 #: what Ray answers a submission with when the cluster, not the job, is the problem: its own

@@ -17,7 +17,7 @@ from gppo.grid.plan import Plan
 from gppo.grid.schema import LocalHead
 from gppo.store.tracking import Tracking
 from gppo.store.uri import resolve_tracking_uri, state_root
-from gppo.sweep.cluster import Cluster, ensure_cluster, stop_local_head
+from gppo.sweep.cluster import Cluster, ensure_cluster, local_head_for, stop_local_head
 from gppo.sweep.dispatcher import Dispatcher
 
 
@@ -119,7 +119,7 @@ def open_sweep(
         plan.sweep_id,
         address=address or spec.ray.address,
         start_cluster=start_cluster,
-        local_head=spec.ray.local_head,
+        local_head=local_head_for(spec, plan.cells),
     )
     return SweepContext(**vars(session), plan=plan)
 

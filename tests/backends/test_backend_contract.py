@@ -195,23 +195,34 @@ def _open_run(tmp_path: Path) -> tuple[str, object, str]:
     return uri, client, run_id
 
 
-def _run_local(cell: Cell, tmp_path: Path) -> tuple[object, str, int]:
-    """The testbed's real entrypoint (``python -m gppo.backends.local``) as the dispatcher runs
-    it: the job's argv and env, ``MLFLOW_RUN_ID`` naming the run, 2 steps on 4 prompts."""
+def _run_job(cell: Cell, tmp_path: Path, small: dict) -> tuple[object, str, int]:
+    """The backend's real entrypoint as the dispatcher runs it (the job's argv and env,
+    ``MLFLOW_RUN_ID`` naming the run), the cell's settings made ``small``."""
     import os
     import subprocess
     from dataclasses import replace
 
     from gppo import metrics as M
 
-    small = {"steps": 2, "prompts_per_step": 4, "eval_prompts": 4, "minibatches": 2}
     tiny = replace(cell, settings={**cell.settings, **small})
-    job = get_backend("local").job(tiny)
+    job = get_backend(cell.backend).job(tiny)
     uri, client, run_id = _open_run(tmp_path)
     env = {**os.environ, **job.env, M.ENV_TRACKING_URI: uri, M.ENV_RUN_ID: run_id}
     out = subprocess.run(list(job.argv), env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    return client, run_id, 2
+    return client, run_id, small["steps"]
+
+
+def _run_local(cell: Cell, tmp_path: Path) -> tuple[object, str, int]:
+    """The testbed: 2 steps on 4 prompts, 4 evaluation prompts per benchmark."""
+    small = {"steps": 2, "prompts_per_step": 4, "eval_prompts": 4, "minibatches": 2}
+    return _run_job(cell, tmp_path, small)
+
+
+def _run_trl(cell: Cell, tmp_path: Path) -> tuple[object, str, int]:
+    """TRL's GRPOTrainer: 2 steps of 4 prompts x 8 samples in 2 updates each."""
+    small = {"steps": 2, "prompts_per_step": 4, "minibatches": 2}
+    return _run_job(cell, tmp_path, {**small, "checkpoint_dir": str(tmp_path / "ckpt")})
 
 
 def _run_verl(cell: Cell, tmp_path: Path, monkeypatch) -> tuple[object, str, int]:
@@ -239,7 +250,7 @@ def _run_verl(cell: Cell, tmp_path: Path, monkeypatch) -> tuple[object, str, int
 
 
 #: how the contract runs each built-in backend's entrypoint here (a CPU, no GPU)
-PROTOCOL_RUNS = {"local": _run_local, "verl": _run_verl}
+PROTOCOL_RUNS = {"local": _run_local, "verl": _run_verl, "trl": _run_trl}
 
 
 def test_every_built_in_backend_has_a_protocol_run():
@@ -258,7 +269,7 @@ def test_the_entrypoint_logs_what_the_protocol_says(name, tmp_path, monkeypatch)
     plan = _plan(tmp_path, name)
     cell = next(c for c in plan.cells if c.method == "gppo")
     runner = PROTOCOL_RUNS[name]
-    args = (cell, tmp_path, monkeypatch) if name != "local" else (cell, tmp_path)
+    args = (cell, tmp_path, monkeypatch) if name == "verl" else (cell, tmp_path)
     client, run_id, steps = runner(*args)
     problems = protocol_violations(
         client, run_id, eval_k=cell.eval_k, benchmarks=cell.benchmarks, final_step=steps

@@ -28,6 +28,7 @@ from gppo.backends.verl.settings import VerlSettings
 from gppo.cell import Cell
 from gppo.errors import BackendError
 from gppo.objectives import defaults
+from gppo.registry import LazyMapping
 
 ACTOR = "actor_rollout_ref.actor"
 POLICY_LOSS = f"{ACTOR}.policy_loss"
@@ -38,14 +39,19 @@ GPPO_LOSS_TARGET = "gppo.backends.verl.plugin.GPPOPolicyLossConfig"
 REWARD_PATH = "pkg://gppo.backends.verl.reward"
 REWARD_NAME = "compute_score"
 
-#: Our baseline method name -> verl's registered loss mode.
-BASELINE_LOSS_MODES: dict[str, str] = {
-    "gspo": "gspo",
-    "gmpo": "geo_mean",
-    "sapo": "sapo",
-    "cispo": "cispo",
-    "clip_cov": "clip_cov",
-}
+#: Our baseline method name -> verl's registered loss mode (each method carries its own:
+#: :func:`gppo.objectives.methods.verl_loss_modes`; built on first use, torch stays unimported).
+BASELINE_LOSS_MODES: Mapping[str, str] = LazyMapping(
+    lambda: {m: mode for m, mode in _verl_loss_modes().items() if m != "gppo"}
+)
+
+
+def _verl_loss_modes() -> dict[str, str]:
+    from gppo.objectives.methods import verl_loss_modes
+
+    return verl_loss_modes()
+
+
 #: Baseline hyper-parameter (objectives-library name) -> verl config key.
 BASELINE_PARAM_KEYS: dict[str, str] = {
     "clip_ratio_low": f"{ACTOR}.clip_ratio_low",

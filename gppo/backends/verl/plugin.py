@@ -77,7 +77,12 @@ class GPPOPolicyLossConfig(PolicyLossConfig):
 
     def __post_init__(self) -> None:
         from gppo.errors import UnknownNameError
-        from gppo.objectives.checks import check_ratio_bounds
+        from gppo.objectives.checks import (
+            check_delta,
+            check_dual_clip,
+            check_r_min,
+            check_ratio_bounds,
+        )
         from gppo.objectives.divergences import canonical_divergence
         from gppo.objectives.estimators import get_estimator
 
@@ -89,17 +94,15 @@ class GPPOPolicyLossConfig(PolicyLossConfig):
                 check(getattr(self, field_name))
             except UnknownNameError as exc:  # the registries' one wording, under the field
                 raise ValueError(f"policy_loss.{field_name}: {exc}") from None
-        if self.delta is not None and not self.delta > 0:
-            raise ValueError(f"policy_loss.delta must be > 0, got {self.delta}")
-        if not 0.0 < self.r_min < 1.0:
-            raise ValueError(f"policy_loss.r_min must be in (0, 1), got {self.r_min}")
-        if self.ratio_bounds is not None:  # the library's rule and wording
+        rules = [(self.r_min, check_r_min), (self.ratio_bounds, check_ratio_bounds)]
+        rules += [(self.dual_clip, check_dual_clip)]
+        if self.delta is not None:  # None: calibrated from r_min
+            rules.append((self.delta, check_delta))
+        for value, check in rules:  # the objectives library's rules and wording
             try:
-                check_ratio_bounds(self.ratio_bounds)
+                check(value)
             except ValueError as exc:
                 raise ValueError(f"policy_loss: {exc}") from None
-        if self.dual_clip is not None and not self.dual_clip > 1.0:
-            raise ValueError(f"policy_loss.dual_clip must be > 1 (or null), got {self.dual_clip}")
 
     @property
     def ratio_bounds(self) -> tuple[float, float] | None:

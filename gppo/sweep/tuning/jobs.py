@@ -18,13 +18,14 @@ from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.grid import GridSpec
 from gppo.store.tracking import log_params, sweep_filter
-from gppo.sweep.dispatcher import FAILED, FINISHED, STOPPED, Attempt, Dispatcher
+from gppo.sweep.cluster import local_head_for
+from gppo.sweep.dispatcher import DONE, FAILED, STOPPED, Attempt, Dispatcher
 from gppo.sweep.session import Session, open_session
 
 #: tag holding the Optuna state a trial ended in (COMPLETE / PRUNED / FAIL)
 TAG_TRIAL_STATE = "gppo.trial_state"
 #: how a trial's Optuna state ends its run (FINISHED, KILLED, FAILED)
-OUTCOME = {"COMPLETE": FINISHED, "PRUNED": STOPPED, "FAIL": FAILED}
+OUTCOME = {"COMPLETE": DONE, "PRUNED": STOPPED, "FAIL": FAILED}
 
 
 def study_sweep_id(study_name: str) -> str:
@@ -39,6 +40,7 @@ def open_study_session(grid: GridSpec, name: str, study_name: str) -> Session:
         grid.tracking.experiment or name,  # as for the grid spec
         study_sweep_id(study_name),
         address=grid.ray.address,
+        local_head=local_head_for(grid),
     )
     session.tracking.set_tags(session.parent_run_id, {M.TAG_STUDY_NAME: study_name})
     return session

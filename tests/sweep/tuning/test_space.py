@@ -7,6 +7,7 @@ from pathlib import Path
 import optuna
 import pytest
 
+from gppo.cell import cell_id
 from gppo.objectives import calibrate_delta
 from gppo.sweep.tuning import load_tune_spec
 from gppo.sweep.tuning.cells import trial_cell
@@ -62,7 +63,7 @@ def test_alpha_family_delta_per_divergence_and_settings(tmp_path: Path) -> None:
         assert cell.settings["width"] == trial.params["width"] and cell.settings["steps"] in (3, 5)
         if family == "alpha":
             assert cell.divergence == alpha_name(trial.params["alpha"])
-            assert cell.id == f"{cell.divergence.replace(':', '')}-binary-s3"
+            assert cell.id == cell_id(cell.divergence, "binary", 3)
         seen.add(family)
         study.tell(trial, 0.0)
     assert seen == {"tv", "alpha"}

@@ -12,9 +12,7 @@ Who loads it: the verl backend's modules import it only inside functions, for a 
 the verl plugin only in a process of a CPU run (``VERL_PLATFORM=cpu``,
 :func:`gppo.backends.verl.hooks.cpu_run`), so importing the backend, its settings, its GPU check
 or its plugin loads nothing from here (tests/backends/verl/test_verl_cpu_mode.py), and a GPU
-run never loads the platform or the patches. One exception while pyproject.toml's
-``vllm.general_plugins`` entry point still names :func:`vllm_plugin` here: vLLM then imports this
-package (not its modules) in each of its processes, GPU ones too.
+run never loads it (vLLM's hook is :func:`gppo.backends.verl.hooks.vllm_plugin`).
 """
 
 from __future__ import annotations
@@ -143,11 +141,3 @@ def activate_if_requested() -> bool:
     patches.dedupe_process_group_backend()
     _ACTIVE = True
     return True
-
-
-def vllm_plugin() -> None:
-    """The name pyproject.toml's ``vllm.general_plugins`` entry point gives vLLM's hook; it is
-    :func:`gppo.backends.verl.hooks.vllm_plugin`."""
-    from gppo.backends.verl.hooks import vllm_plugin as hook
-
-    hook()
