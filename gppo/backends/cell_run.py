@@ -25,11 +25,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gppo import metrics as M
+from gppo.errors import GppoError
 from gppo.store.run_logger import RunLogger
 from gppo.store.tracking import retry_locked
 
 
-class ProtocolError(RuntimeError):
+class ProtocolError(GppoError, RuntimeError):
     """A cell process broke the protocol (e.g. ``finish`` before the final evaluation)."""
 
 

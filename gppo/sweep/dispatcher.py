@@ -17,7 +17,7 @@ from typing import Any
 from gppo import metrics as M
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
-from gppo.errors import SubmissionExists, SubmissionRefused
+from gppo.errors import GppoError, SubmissionExists, SubmissionRefused
 from gppo.store.state import ACTIVE_JOB, State
 from gppo.store.tracking import Tracking, is_finished
 from gppo.sweep.cluster import Cluster
@@ -43,7 +43,7 @@ def submission_id(sweep_id: str, cell_id: str, attempt: int) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", f"gppo-{sweep_id}-{cell_id}-a{attempt}")
 
 
-class ClusterNotReady(OSError):
+class ClusterNotReady(GppoError, OSError):
     """Ray refused a submission for the cluster's own state (no agent ready, a 5xx, no answer):
     the job was not judged, so the attempt does not count; the run made for it was deleted
     (a reused run was ended FAILED again, as it was). An ``OSError``: the caller waits for the

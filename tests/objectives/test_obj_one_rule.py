@@ -48,7 +48,7 @@ INF, NAN = float("inf"), float("nan")
 
 
 #: name: (the library's check, refused, accepted, its wording, the spec's fields holding it)
-def _plugin(**fields):
+def _plugin_config(**fields):
     """verl's loss config of our plugin (``policy_loss`` in a verl cell): the same rules."""
     from gppo.backends.verl.plugin import GPPOPolicyLossConfig
 
@@ -64,7 +64,7 @@ RULES = {
         [
             lambda v: Calibration(delta={"kl": v}).delta["kl"],
             lambda v: Override(delta=v).delta,
-            lambda v: _plugin(delta=v).delta,
+            lambda v: _plugin_config(delta=v).delta,
         ],
     ),
     "r_min": (
@@ -72,14 +72,17 @@ RULES = {
         [0.0, 1.0, 1.5, -0.2, NAN],
         [0.01, 0.8, 0.999],
         "r_min must be a number in the open interval (0, 1)",
-        [lambda v: Calibration(r_min=v).r_min, lambda v: _plugin(r_min=v).r_min],
+        [lambda v: Calibration(r_min=v).r_min, lambda v: _plugin_config(r_min=v).r_min],
     ),
     "dual_clip": (
         check_dual_clip,
         [1.0, 0.5, -3.0, NAN],
         [1.0001, 10.0, INF, None],
         "dual_clip must be None or a number > 1",
-        [lambda v: Objective(dual_clip=v).dual_clip, lambda v: _plugin(dual_clip=v).dual_clip],
+        [
+            lambda v: Objective(dual_clip=v).dual_clip,
+            lambda v: _plugin_config(dual_clip=v).dual_clip,
+        ],
     ),
 }
 CASES = [
