@@ -32,3 +32,23 @@ def make_cell(
         loss_params=params,
         **fields,
     )
+
+
+def launch_table1(gppo_sweep: str, spec: Any, cwd: Any, timeout: float = 1700) -> dict[str, dict]:
+    """``gppo-sweep launch SPEC`` as a user runs it (a clean environment: no MLflow or Ray
+    variables of the test's, its own ``GPPO_CACHE_DIR``), exit 0 asserted; its Table 1 rows by
+    cell (``table1.csv``: ``{"base": {"avg": ...}, "tv/mc": {...}}``)."""
+    import csv
+    import os
+    import subprocess
+    from pathlib import Path
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
+    env.update(GPPO_CACHE_DIR=str(Path(cwd) / "cache"), COLUMNS="200")
+    proc = subprocess.run(
+        [str(gppo_sweep), "launch", str(spec)],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    (table,) = Path(cwd).glob("reports/*/table1.csv")
+    return {row["cell"]: row for row in csv.DictReader(table.open())}

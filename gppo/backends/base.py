@@ -23,7 +23,9 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
+from gppo.backends.checkresult import CellCheck
 from gppo.cell import Cell, Resources
+from gppo.errors import BackendError
 from gppo.registry import Registry
 
 
@@ -82,6 +84,18 @@ class Backend(ABC):
         (``ray start --num-cpus/--num-gpus``, e.g. a verl CPU cell's fake GPUs); ``None``: what
         Ray detects."""
         return None
+
+    def preflight(
+        self, plan: Any, spec_path: str, say: Callable[[str], None], *, train_step: bool = False
+    ) -> list[CellCheck]:
+        """``gppo-sweep check``: check each cell of ``plan`` (a :class:`~gppo.grid.plan.Plan`)
+        on this machine before anything is launched, one line per cell through ``say``;
+        ``train_step``: also one real training step where the backend can. Default: the backend
+        has none (:class:`~gppo.errors.BackendError`)."""
+        raise BackendError(
+            f"{spec_path}: backend: {self.name!r} has no pre-flight checks (`gppo-sweep plan` "
+            "validates its settings)"
+        )
 
     def prepare(self, settings: BaseModel) -> None:  # noqa: B027 (optional hook)
         """Build on the launching machine what cells with these settings need before any is

@@ -123,21 +123,23 @@ def check(
         bool,
         typer.Option(
             "--train-step",
-            help="then one real training step per cell through verl's main_ppo on this CPU "
-            "(needs the verl CPU environment: scripts/verl-cpu-env.sh; ~2 min a cell)",
+            help="verl: then one real training step per cell through verl's main_ppo on this "
+            "CPU (needs the verl CPU environment: scripts/verl-cpu-env.sh; ~2 min a cell)",
         ),
     ] = False,
 ) -> None:
-    """Pre-flight a verl spec on CPU: verl's config validation, then each cell's loss through
-    verl's own worker loss on synthetic tokens (and with --train-step one training step through
-    verl's trainer); one line per cell, exit 1 if any fails."""
+    """Pre-flight a spec on this machine through its backend's checks (verl: its config
+    validation, each cell's loss through verl's own worker loss on synthetic tokens, with
+    --train-step one step of verl's trainer; trl: each cell's loss on a synthetic batch); one
+    line per cell, exit 1 if any fails."""
     import time
 
-    from gppo.backends.verl.preflight import check_plan
+    from gppo.backends.base import get_backend
 
     p = _plan(spec)
     start = time.monotonic()
-    results = check_plan(p, str(spec), lambda line: typer.echo(line), train_step=train_step)
+    backend = get_backend(p.spec.backend)
+    results = backend.preflight(p, str(spec), lambda line: typer.echo(line), train_step=train_step)
     cells = {r.cell for r in results}
     failed = len({r.cell for r in results if not r.ok})
     typer.echo(f"{len(cells) - failed}/{len(cells)} cells ok ({time.monotonic() - start:.0f} s)")

@@ -16,6 +16,7 @@ Outside a sweep (no ``MLFLOW_RUN_ID``) it trains and prints the scores, logging 
 from __future__ import annotations
 
 import argparse
+import resource
 import sys
 import time
 from pathlib import Path
@@ -179,7 +180,9 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     tokenizer.save_pretrained(str(final_dir))
     scores = score(final_dir, s.steps)
     if run is not None:
-        run.log({"perf/train_s": t_train, "perf/total_s": time.perf_counter() - t0}, s.steps)
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+        perf = {"perf/train_s": t_train, "perf/total_s": time.perf_counter() - t0}
+        run.log({**perf, "perf/peak_rss_mb": peak_mb}, s.steps)
         run.finish(s.steps)
     return scores
 

@@ -38,6 +38,19 @@ class TrlBackend(Backend):
         evaluation, TRL's set-up)."""
         return 900.0 if first_step else 600.0
 
+    def preflight(self, plan, spec_path, say, *, train_step=False):  # type: ignore[no-untyped-def]
+        """Each cell's loss built and run forward and backward on a synthetic batch, in TRL's
+        shapes (B, T), before anything is launched (``train_step``: the same; a TRL step on
+        this machine is what the CPU preset's learning test runs)."""
+        from gppo.backends.trl.preflight import check_cell
+
+        results = []
+        for cell in plan.cells:
+            result = check_cell(cell)
+            say(result.line())
+            results.append(result)
+        return results
+
     def job(self, cell: Cell) -> Job:
         s = TrlSettings.model_validate(cell.settings)
         env = dict(JOB_ENV)

@@ -96,6 +96,14 @@ class VerlBackend(Backend):
 
         return CPU_MODE.local_head(settings)
 
+    def preflight(self, plan, spec_path, say, *, train_step=False):  # type: ignore[no-untyped-def]
+        """verl's config validation, each cell's loss through verl's own worker loss on
+        synthetic tokens, and with ``train_step`` one ``main_ppo`` step per cell
+        (:func:`gppo.backends.verl.preflight.check_plan`)."""
+        from gppo.backends.verl.preflight import check_plan
+
+        return check_plan(plan, spec_path, say, train_step=train_step)
+
     def prepare(self, settings: VerlSettings) -> None:
         """``cpu: true``: check that the Python the cells run with has vLLM's CPU build
         (:meth:`gppo.backends.verl.cpu.CpuMode.check_environment`); ``smoke_assets: true`` /

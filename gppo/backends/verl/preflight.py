@@ -27,8 +27,8 @@ from typing import Any
 import torch
 
 from gppo import metrics as gm
+from gppo.backends.checkresult import CellCheck, one_line
 from gppo.backends.verl import synthetic as sy
-from gppo.backends.verl.checkresult import CellCheck, one_line
 from gppo.backends.verl.metrics_map import DIAGNOSTIC_KEYS, mapped_points
 from gppo.cell import Cell
 from gppo.errors import BackendError

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from gppo import metrics as m
-from gppo.backends.verl.checkresult import CellCheck, one_line
+from gppo.backends.checkresult import CellCheck, one_line
 from gppo.cell import Cell
 
 #: The scale of the step (every other setting is the cell's own).

@@ -13,14 +13,12 @@ row must be the shipped record (26.7 %).
 
 from __future__ import annotations
 
-import csv
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import launch_table1
 
 from gppo.backends.local.shipped import shipped_record
 
@@ -47,17 +45,7 @@ def test_grpo_through_trl_from_the_shipped_base_improves_on_it(tmp_path):
     spec["tracking"] = {"uri": f"sqlite:///{tmp_path}/mlflow.db"}
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump(spec))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
-    env.update(GPPO_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
-    gppo_sweep = Path(sys.executable).parent / "gppo-sweep"
-    proc = subprocess.run(
-        [str(gppo_sweep), "launch", str(path)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1700,
-    )  # fmt: skip
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-5000:]
-    (table,) = tmp_path.glob("reports/*/table1.csv")
-    rows = {row["cell"]: row for row in csv.DictReader(table.open())}
+    rows = launch_table1(Path(sys.executable).parent / "gppo-sweep", path, tmp_path)
     base = float(rows["base"]["avg"])
     assert abs(base - _record_mean()) <= RECORD_TOL, rows["base"]
     gain = float(rows["tv/mc"]["avg"]) - base

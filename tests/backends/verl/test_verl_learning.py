@@ -17,13 +17,11 @@ shipped record (26.7 %): the exported model scored by the testbed evaluator is t
 
 from __future__ import annotations
 
-import csv
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
+from helpers import launch_table1
 
 from gppo.backends.local.shipped import shipped_record
 
@@ -54,16 +52,7 @@ def _spec(tmp_path: Path) -> Path:
 @pytest.mark.timeout(1800)
 def test_grpo_through_verl_from_the_shipped_base_improves_on_it(verl_cpu_venv, tmp_path):
     spec = _spec(tmp_path)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
-    env.update(GPPO_CACHE_DIR=str(tmp_path / "cache"), COLUMNS="200")
-    proc = subprocess.run(
-        [str(verl_cpu_venv / "bin" / "gppo-sweep"), "launch", str(spec)],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1700,
-    )  # fmt: skip
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-5000:]
-    (table,) = tmp_path.glob("reports/*/table1.csv")
-    rows = {row["cell"]: row for row in csv.DictReader(table.open())}
+    rows = launch_table1(verl_cpu_venv / "bin" / "gppo-sweep", spec, tmp_path)
     record = shipped_record("math")["avg_at_8"]
     base = float(rows["base"]["avg"])
     assert abs(base - 100 * sum(record.values()) / len(record)) <= RECORD_TOL, rows["base"]

@@ -49,11 +49,18 @@ def test_a_failing_cell_fails_its_line_and_the_exit_code(tmp_path):
     assert fail.startswith("FAIL  kl-binary-s0: config:") and "bogus" in fail
 
 
-def test_other_backends_are_refused_in_one_line():
+def test_a_backend_without_pre_flight_checks_is_refused_in_one_line():
     result = CliRunner().invoke(app, ["check", str(REPO / "configs" / "quickstart.yaml")])
     assert result.exit_code == 2
-    assert "backend: check runs the verl loss path" in result.output
-    assert "'local' (allowed: verl)" in result.output
+    assert "backend: 'local' has no pre-flight checks" in result.output
+
+
+def test_check_runs_the_trl_backends_own_pre_flight():
+    """The CLI's check is the backend's hook: the TRL preset's cells each get their loss line."""
+    result = CliRunner().invoke(app, ["check", str(REPO / "configs" / "trl-cpu-testbed.yaml")])
+    assert result.exit_code == 0, result.output
+    lines = [line for line in result.output.splitlines() if line.startswith("ok    ")]
+    assert len(lines) == 6 and all("gradient finite" in line for line in lines)
 
 
 def test_a_loss_that_disagrees_with_ours_fails_its_line(tmp_path):
