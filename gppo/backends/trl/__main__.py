@@ -116,6 +116,7 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.trainer_callback import PrinterCallback
     from transformers.trainer_utils import get_last_checkpoint
 
     from gppo.backends.local.tasks import get_domain
@@ -167,6 +168,7 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     )
     trainer.on_step = _StepLogger(trainer, s, run, t0)
     trainer.add_callback(_callback(trainer, s))
+    trainer.remove_callback(PrinterCallback)  # its dict per update: the job log has our step lines
     if resume:
         print(f"[trl] resuming from {resume}", flush=True)
         if run is not None:  # the step of the checkpoint this attempt resumed from
