@@ -31,6 +31,9 @@ from .conftest import REPO
 pytestmark = pytest.mark.slow
 
 PRESET = REPO / "configs" / "verl-cpu-smoke.yaml"
+#: the launch log's line of attempt 2's stall (gppo.sweep.attempts.Event.text: "stalled     <cell>
+#: attempt <n> stalled: <reason>")
+STALL_2 = "tv-mc-s0  attempt 2 stalled"
 
 
 @pytest.fixture(scope="module")
@@ -184,7 +187,7 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
         a_new_step(_logged_step(uri, "tv-mc-s0"))
         assert len(hung) == 1 and hung[0].is_running(), (hung, _new_engines(engine))
         hung[0].suspend()
-        _wait(lambda: "tv-mc-s0 attempt 2 stalled" in log.read_text(), 600, "the stall", log)
+        _wait(lambda: STALL_2 in log.read_text(), 600, "the stall", log)
         hung[0].kill()  # a stopped process cannot act on its parent's death
         # 3. launcher and head killed once the third attempt has logged a step of its own
         _wait(lambda: "running     tv-mc-s0  attempt 3" in log.read_text(), 600, "attempt 3", log)
@@ -209,7 +212,7 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
             if launched is not None and launched.poll() is None:
                 os.killpg(launched.pid, signal.SIGKILL)
     out = log.read_text()
-    assert "tv-mc-s0 attempt 2 stalled: no new training step for" in out, out[-5000:]
+    assert f"{STALL_2}: no new training step for" in out, out[-5000:]
     assert "(retries.stall_timeout_s = 60)" in out, out[-5000:]  # since its own step, not start-up
     assert "\x1b[" not in out  # failure reasons without the terminal colours of Ray's log lines
     runs = _assert_finished_with_training(uri, ["tv-mc-s0", "tv-atomic-s0"], 2, steps)
