@@ -72,7 +72,12 @@ class Cell:
             A grid cell's coordinates and δ are stored here only; :attr:`divergence`,
             :attr:`estimator` and :attr:`delta` read them.
         backend: backend name (``local`` | ``verl``).
-        settings: the backend's own section after per-cell overrides, as validated by it.
+        settings: the backend's own section after per-cell overrides, as validated by it (plain
+            JSON values: what the run records and the config hash reads).
+        settings_model: the same section as the backend's validated settings model, kept by the
+            grid expansion so no one validates it again (``None`` for a cell read back from JSON:
+            :meth:`gppo.backends.base.Backend.settings_of` validates it then). Not part of
+            equality, the hash or :meth:`to_dict`.
         benchmarks: evaluation benchmarks (empty: the backend's defaults for its domain).
         eval_k: samples per prompt for avg@k.
         resources: what the job holds.
@@ -87,6 +92,7 @@ class Cell:
     benchmarks: tuple[str, ...] = ()
     eval_k: int = 8
     resources: Resources = field(default_factory=Resources)
+    settings_model: Any = field(default=None, compare=False, repr=False)
 
     @property
     def divergence(self) -> str | None:

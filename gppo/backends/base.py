@@ -19,6 +19,7 @@ import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar
 
 from pydantic import BaseModel
@@ -27,6 +28,17 @@ from gppo.backends.checkresult import CellCheck
 from gppo.cell import Cell, Resources
 from gppo.errors import BackendError
 from gppo.registry import Registry
+
+
+@dataclass
+class DataReport:
+    """What :meth:`Backend.prepare_data` wrote: ``written`` rows to ``output``; the rows it
+    ``rejected`` as (row number, reason), listed in ``rejects_file`` when skipped."""
+
+    written: int = 0
+    rejected: list[tuple[int, str]] = field(default_factory=list)
+    output: Path | None = None
+    rejects_file: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,13 @@ class Backend(ABC):
         """Validate the backend's section (raises pydantic.ValidationError)."""
         return self.settings_model.model_validate(dict(raw))
 
+    def settings_of(self, cell: Cell) -> BaseModel:
+        """The cell's validated settings: the model the grid expansion kept, else (a cell read
+        back from JSON) its ``settings`` validated now."""
+        if isinstance(cell.settings_model, self.settings_model):
+            return cell.settings_model
+        return self.validate_settings(cell.settings)
+
     def default_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
         """Benchmarks evaluated when the spec names none."""
         return ()
@@ -95,6 +114,20 @@ class Backend(ABC):
         raise BackendError(
             f"{spec_path}: backend: {self.name!r} has no pre-flight checks (`gppo-sweep plan` "
             "validates its settings)"
+        )
+
+    def prepare_data(
+        self, input_path: Path, output_path: Path, source: str, *, split: str, skip_invalid: bool
+    ) -> DataReport:
+        """``gppo-sweep data prepare``: convert the user's file at ``input_path`` into the rows
+        this backend's cells read, for benchmark (data source) ``source``, written to
+        ``output_path`` (nothing written when a row cannot be converted, unless
+        ``skip_invalid``). Default: the backend reads no prepared data
+        (:class:`~gppo.errors.BackendError`)."""
+        raise BackendError(
+            f"backend {self.name!r} reads no prepared data files (its cells build their own "
+            "tasks); `gppo-sweep data prepare` is for a backend that trains on a user's data, "
+            "e.g. --backend verl"
         )
 
     def prepare(self, settings: BaseModel) -> None:  # noqa: B027 (optional hook)

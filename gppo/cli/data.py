@@ -1,5 +1,6 @@
-"""CLI for the verl backend: ``gppo-sweep data prepare`` (wire with
-``app.add_typer(data_app, name="data")`` in gppo/cli.py)."""
+"""``gppo-sweep data prepare``: a user's dataset converted into the rows a backend's cells read,
+through the backend's hook (:meth:`gppo.backends.base.Backend.prepare_data`; verl: its RL
+parquet). Wired into the CLI by :mod:`gppo.cli.app`."""
 
 from __future__ import annotations
 
@@ -7,27 +8,31 @@ from pathlib import Path
 
 import typer
 
-from gppo.backends.verl.data import DataPrepError, prepare
-from gppo.backends.verl.reward import SCORER_OF
+from gppo.backends.base import get_backend
 from gppo.cli.errors import fail
+from gppo.errors import GppoError
 
-data_app = typer.Typer(help="Prepare datasets for the verl backend.", no_args_is_help=True)
+data_app = typer.Typer(help="Prepare datasets for a backend's cells.", no_args_is_help=True)
 
 
 @data_app.callback()
 def _data() -> None:
-    """Prepare datasets for the verl backend (keeps ``prepare`` a sub-command)."""
+    """Prepare datasets for a backend's cells (keeps ``prepare`` a sub-command)."""
 
 
 @data_app.command("prepare")
 def data_prepare(
     input_path: Path = typer.Argument(..., help="The user's file: .jsonl, .json or .parquet."),
-    output_path: Path = typer.Argument(..., help="The verl parquet file to write."),
+    output_path: Path = typer.Argument(..., help="The file to write (verl: a parquet file)."),
     source: str = typer.Option(
         ...,
         "--source",
         "-s",
-        help=f"data_source name (selects the scorer and names the metric): {', '.join(sorted(SCORER_OF))}",
+        help="data_source name: selects the scorer and names the metric (an unknown name lists "
+        "the backend's).",
+    ),
+    backend: str = typer.Option(
+        "verl", "--backend", "-b", help="The backend whose cells read the file."
     ),
     split: str = typer.Option("train", help="Recorded in extra_info.split (train | test)."),
     skip_invalid: bool = typer.Option(
@@ -36,10 +41,12 @@ def data_prepare(
         help="Write the convertible rows and list the others in OUTPUT.rejects.jsonl.",
     ),
 ) -> None:
-    """Convert a JSONL/Parquet file into verl's RL parquet schema (one file per benchmark)."""
+    """Convert a JSONL/Parquet file into the backend's data (one file per benchmark)."""
     try:
-        report = prepare(input_path, output_path, source, split=split, skip_invalid=skip_invalid)
-    except DataPrepError as exc:
+        report = get_backend(backend).prepare_data(
+            input_path, output_path, source, split=split, skip_invalid=skip_invalid
+        )
+    except GppoError as exc:
         raise fail(exc) from None
     typer.echo(f"wrote {report.written} rows ({source}) to {report.output}")
     if report.rejected:

@@ -80,7 +80,7 @@ class _Expander:
             raise from_validation_error(source, exc, prefix=(spec.backend,)) from None
         self.settings = self.settings_model.model_dump(mode="json")
         self.domain = self.settings.get("domain")
-        self._settings_cache: dict[str, dict[str, Any]] = {}
+        self._settings_cache: dict[str, tuple[dict[str, Any], Any]] = {}
         self._params_cache: dict[str, dict[str, Any]] = {}
 
     def error(self, path: str, message: str) -> SpecError:
@@ -138,12 +138,13 @@ class _Expander:
                 f"of the grid (e.g. {sorted(grid_refs)[0]}) or a listed baseline",
             )
 
-    def cell_settings(self, path: str, overrides: list[Override]) -> dict[str, Any]:
+    def cell_settings(self, path: str, overrides: list[Override]) -> tuple[dict[str, Any], Any]:
+        """The cell's settings after its overrides: (plain JSON values, validated model)."""
         extra: dict[str, Any] = {}
         for o in overrides:
             extra = _merge(extra, o.settings)
         if not extra:
-            return self.settings
+            return self.settings, self.settings_model
         key = json.dumps(extra, sort_keys=True, default=str)
         if key not in self._settings_cache:
             from pydantic import ValidationError
@@ -154,7 +155,7 @@ class _Expander:
                 raise from_validation_error(
                     self.source, exc, prefix=("overrides", path, self.spec.backend)
                 ) from None
-            self._settings_cache[key] = model.model_dump(mode="json")
+            self._settings_cache[key] = (model.model_dump(mode="json"), model)
         return self._settings_cache[key]
 
     def loss_params(self, base: _Base, delta: float | None, extra: dict, path: str) -> dict:
@@ -225,6 +226,7 @@ class _Expander:
                 delta = self.delta(base, cid, overrides)
                 params = self.loss_params(base, delta, extra, path)
                 params.setdefault("loss_agg_mode", agg)
+                settings, settings_model = self.cell_settings(path, overrides)
                 out.append(
                     Cell(
                         id=cid,
@@ -232,7 +234,8 @@ class _Expander:
                         seed=seed,
                         loss_params=params,
                         backend=spec.backend,
-                        settings=self.cell_settings(path, overrides),
+                        settings=settings,
+                        settings_model=settings_model,
                         benchmarks=benchmarks,
                         eval_k=spec.eval.k,
                         resources=_resources(res) if res else default_res,

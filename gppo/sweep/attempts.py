@@ -168,7 +168,7 @@ class Limits:
             return float(r.first_step_timeout_s)
         if r.stall_timeout_s is not None:
             return float(r.stall_timeout_s)
-        settings = self.backend.validate_settings(cell.settings)
+        settings = self.backend.settings_of(cell)
         return float(self.backend.stall_timeout_s(settings, first_step=first_step) or 0.0)
 
     def knob(self, first_step: bool) -> str:

@@ -52,7 +52,7 @@ class TrlBackend(Backend):
         return results
 
     def job(self, cell: Cell) -> Job:
-        s = TrlSettings.model_validate(cell.settings)
+        s: TrlSettings = self.settings_of(cell)  # type: ignore[assignment]
         env = dict(JOB_ENV)
         if s.num_threads > 1:
             env.update(OMP_NUM_THREADS=str(s.num_threads), MKL_NUM_THREADS=str(s.num_threads))

@@ -104,6 +104,13 @@ class VerlBackend(Backend):
 
         return check_plan(plan, spec_path, say, train_step=train_step)
 
+    def prepare_data(self, input_path, output_path, source, *, split, skip_invalid):  # type: ignore[no-untyped-def]
+        """verl's RL parquet (:func:`gppo.backends.verl.data.prepare`): one file per benchmark,
+        its ``data_source`` naming the scorer (:data:`gppo.backends.verl.reward.SCORER_OF`)."""
+        from gppo.backends.verl.data import prepare
+
+        return prepare(input_path, output_path, source, split=split, skip_invalid=skip_invalid)
+
     def prepare(self, settings: VerlSettings) -> None:
         """``cpu: true``: check that the Python the cells run with has vLLM's CPU build
         (:meth:`gppo.backends.verl.cpu.CpuMode.check_environment`); ``smoke_assets: true`` /
@@ -122,7 +129,7 @@ class VerlBackend(Backend):
             build_testbed_assets(settings.domain)
 
     def job(self, cell: Cell) -> Job:
-        settings = VerlSettings.model_validate(cell.settings)
+        settings: VerlSettings = self.settings_of(cell)  # type: ignore[assignment]
         bad = sorted(set(settings.env) & (VERL_RESERVED_ENV | DISPATCHER_ENV))
         if bad:
             raise ValueError(

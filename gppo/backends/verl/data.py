@@ -28,10 +28,10 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gppo.backends.base import DataReport
 from gppo.backends.verl.reward import CODE_SCORERS, SCORER_OF
 from gppo.errors import BackendError
 
@@ -51,14 +51,6 @@ CODE_TEST_KEYS = ("ground_truth", "input_output", "test_cases", "tests")
 
 class DataPrepError(BackendError):
     """The input cannot be converted (the message names the file and the bad rows)."""
-
-
-@dataclass
-class PrepareReport:
-    written: int = 0
-    rejected: list[tuple[int, str]] = field(default_factory=list)  # (row number, reason)
-    output: Path | None = None
-    rejects_file: Path | None = None
 
 
 def domain_of(data_source: str) -> str:
@@ -228,14 +220,14 @@ def prepare(
     *,
     split: str = "train",
     skip_invalid: bool = False,
-) -> PrepareReport:
+) -> DataReport:
     """Convert ``input_path`` into verl's parquet at ``output_path`` (see the module doc)."""
     src, dst = Path(input_path), Path(output_path)
     if not src.is_file():
         raise DataPrepError(f"{src}: no such file")
     domain = domain_of(data_source)
     rows: list[dict[str, Any]] = []
-    report = PrepareReport()
+    report = DataReport()
     for number, raw in read_rows(src):
         try:
             rows.append(convert_row(raw, number - 1, data_source, domain, split))

@@ -105,11 +105,10 @@ def check_cell(cell: Cell, *, batch_size: int = 4, response_len: int = 12) -> Ce
     """Every stage for one verl cell; never raises for a cell's own failure."""
     from gppo.backends.base import get_backend
     from gppo.backends.verl.overrides import OverrideError, cell_overrides
-    from gppo.backends.verl.settings import VerlSettings
     from gppo.backends.verl.validate import VerlConfigError, compose_and_validate
 
     try:
-        settings = VerlSettings.model_validate(cell.settings)
+        settings = get_backend("verl").settings_of(cell)
         try:
             get_backend("verl").job(cell)  # today's checks: env, overrides, verl's validation
             overrides = cell_overrides(cell, settings)

@@ -132,7 +132,20 @@ def test_a_signal_to_the_job_reaches_its_cell(server, sig):
     proc.send_signal(sig)
     expected = {signal.SIGTERM: {143}, signal.SIGINT: {1, 130}}[sig]  # SIGINT: the cell's
     assert proc.wait(timeout=30) in expected  # KeyboardInterrupt, its traceback, exit 1
-    assert not cell.is_running() or cell.status() == psutil.STATUS_ZOMBIE
+    _wait_gone(cell)  # the job exits on the cell's exit line; the cell exits just after it
+
+
+def _wait_gone(cell: psutil.Process, timeout: float = 30) -> None:
+    """Wait until ``cell`` has exited (a zombie counts: its parent, init, reaps it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if not cell.is_running() or cell.status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the cell (pid {cell.pid}) outlived its job by {timeout} s")
 
 
 def test_a_killed_job_takes_its_cell_with_it(server):

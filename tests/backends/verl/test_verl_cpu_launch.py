@@ -1,8 +1,8 @@
 """verl's whole trainer under ``gppo-sweep launch``, on this CPU: ``configs/verl-cpu-smoke.yaml``
 run from the verl CPU environment (vLLM's CPU build), with the faults a cluster produces, in one
-sweep (each verl attempt costs about 80 s of start-up on 2 cores): a killed vLLM engine, a hung
-one (stall detection), and the launcher with its Ray head SIGKILLed mid-cell; each retry or
-relaunch resumes from verl's checkpoint, and every training step is in the run once. Then
+sweep of one cell (each verl attempt costs about 80 s of start-up on 2 cores): a killed vLLM
+engine, a hung one (stall detection), and the launcher with its Ray head SIGKILLed mid-cell; each
+retry or relaunch resumes from verl's checkpoint, and every training step is in the run once. Then
 ``gppo-sweep check --train-step``: one real ``main_ppo`` step per cell.
 
 Nothing is mocked: real Ray heads, real verl and vLLM processes, a SQLite MLflow store.
@@ -89,14 +89,23 @@ def _steps(uri: str, run_id: str, key: str) -> list[int]:
     return sorted(m.step for m in _client(uri).get_metric_history(run_id, key))
 
 
-def _logged_step(uri: str, cell_id: str) -> int:
-    """The latest training step verl logged into the cell's run (``training/global_step``, as
-    verl writes it, before the entrypoint maps it onto ``train/score``), 0 if none."""
-    run = _cell_runs(uri).get(cell_id)
-    if run is None:
-        return 0
-    history = _client(uri).get_metric_history(run.info.run_id, "training/global_step")
-    return max((m.step for m in history), default=0)
+class _StepWatch:
+    """The latest training step verl logged into one cell's run (``training/global_step``, as
+    verl writes it, before the entrypoint maps it onto ``train/score``), 0 before the run exists.
+    The run id is looked up once (retries and the relaunch log into the same run): each poll is
+    then one metric-history read, and the test acts within a step or two of verl's log."""
+
+    def __init__(self, uri: str, cell_id: str):
+        self.uri, self.cell_id, self.run_id = uri, cell_id, None
+
+    def __call__(self) -> int:
+        if self.run_id is None:
+            run = _cell_runs(self.uri).get(self.cell_id)
+            if run is None:
+                return 0
+            self.run_id = run.info.run_id
+        history = _client(self.uri).get_metric_history(self.run_id, "training/global_step")
+        return max((m.step for m in history), default=0)
 
 
 def _wait(cond, timeout: float, what: str, log: Path, every: float = 0.05):
@@ -141,12 +150,11 @@ def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_ste
     return runs
 
 
-@pytest.mark.timeout(2400)
+@pytest.mark.timeout(1800)
 def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
-    """One sweep, every fault in turn on tv-mc (one verl trainer at a time on 2 cores; tv-atomic
-    takes the free slot while tv-mc waits for its first retry, and trains undisturbed):
+    """One sweep of tv-mc, every fault in turn:
 
     1. tv-mc's vLLM engine is killed (SIGKILL) after a logged, so checkpointed, step: verl fails
        the attempt, or hangs on it until stall detection stops it; the retry resumes;
@@ -156,21 +164,24 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
        SIGKILLed (a crashed laptop or login node); a relaunch resumes tv-mc from verl's
        checkpoint in the same run and finishes the sweep.
 
-    Both cells finish with their evaluations, non-zero gradients and every training step once,
-    and the relaunch prints Table 1 of both."""
-    # a tiny step takes 0.35-0.7 s, and on two cores busy with verl the test saw a step up to 10 s
-    # (28 steps) after it was logged: 150 steps leave room for the three faults before the end
-    # (with 30, the third attempt once finished before the test saw its first step)
-    steps = 150
+    The cell finishes with its evaluations, non-zero gradients and every training step once,
+    and the relaunch prints its Table 1."""
+    # A step with its checkpoint takes 1-3 s on two cores. The test acts on a step once verl's
+    # metrics reach the run (mirrored every second here) and it has read them: with a 5-s mirror
+    # and a fresh client per poll it once saw a step 28 steps late. Each fault needs a step of
+    # its own attempt, so 60 steps leave room for three faults however late each is seen.
+    steps = 60
     spec = _spec(
         tmp_path,
-        verl={"total_steps": steps, "eval_every": steps, "save_every": 1},
+        verl={"total_steps": steps, "eval_every": steps, "save_every": 1, "mirror_every_s": 1},
+        grid={"divergences": ["tv"], "estimators": ["mc"]},
         retries={"max": 4, "backoff_s": 1.0, "stall_timeout_s": 60, "first_step_timeout_s": 900},
     )
     uri, log = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "launch.log"
+    logged_step = _StepWatch(uri, "tv-mc-s0")
 
     def a_new_step(since: int) -> None:
-        _wait(lambda: _logged_step(uri, "tv-mc-s0") > since, 900, "a new step", log, every=0.2)
+        _wait(lambda: logged_step() > since, 900, "a new step", log, every=0.2)
 
     launcher = _launch(verl_cpu_venv, spec, smoke_cache, log)
     relaunch: subprocess.Popen | None = None
@@ -184,14 +195,14 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
         # 2. the retry's engine hangs after a step of its own: its engine up (it starts before
         # verl's first step), then a step past the run's steps
         hung = _wait(lambda: _new_engines(engine), 600, "the retry's vLLM engine", log)
-        a_new_step(_logged_step(uri, "tv-mc-s0"))
+        a_new_step(logged_step())
         assert len(hung) == 1 and hung[0].is_running(), (hung, _new_engines(engine))
         hung[0].suspend()
         _wait(lambda: STALL_2 in log.read_text(), 600, "the stall", log)
         hung[0].kill()  # a stopped process cannot act on its parent's death
         # 3. launcher and head killed once the third attempt has logged a step of its own
         _wait(lambda: "running     tv-mc-s0  attempt 3" in log.read_text(), 600, "attempt 3", log)
-        a_new_step(_logged_step(uri, "tv-mc-s0"))
+        a_new_step(logged_step())
         (cluster,) = tmp_path.glob(".gppo/*/cluster.json")
         head = psutil.Process(json.loads(cluster.read_text())["pid"])  # `ray start --head --block`
         doomed = [psutil.Process(launcher.pid), head, *head.children(recursive=True)]
@@ -215,7 +226,7 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
     assert f"{STALL_2}: no new training step for" in out, out[-5000:]
     assert "(retries.stall_timeout_s = 60)" in out, out[-5000:]  # since its own step, not start-up
     assert "\x1b[" not in out  # failure reasons without the terminal colours of Ray's log lines
-    runs = _assert_finished_with_training(uri, ["tv-mc-s0", "tv-atomic-s0"], 2, steps)
+    runs = _assert_finished_with_training(uri, ["tv-mc-s0"], 2, steps)
     # verl's own step metric carries the time each attempt logged it (train/score is copied by
     # the entrypoint, possibly by the next attempt): attempts 1-3 logged 1..k, the relaunch k+1..
     raw = _client(uri).get_metric_history(runs["tv-mc-s0"].info.run_id, "training/global_step")
@@ -223,9 +234,9 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
     after = sorted(m.step for m in raw if m.timestamp / 1000 > killed_at)
     assert before and after, (before, after)
     assert before + after == list(range(1, steps + 1)), (before, after)  # resumed, each once
-    # Table 1 of the two runs (the report the testbed gets), printed by the relaunch
+    # Table 1 of the run (the report the testbed gets), printed by the relaunch
     table = out[out.rindex("Divergence") :]
-    assert "MC (GRPO)" in table and "Atomic" in table and "smoke" in table, table
+    assert "MC (GRPO)" in table and "smoke" in table, table
 
 
 @pytest.mark.timeout(1500)

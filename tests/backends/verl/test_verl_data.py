@@ -85,3 +85,21 @@ def test_cli_prepare(tmp_path):
         data_app, ["prepare", str(DATA / "math_raw.jsonl"), str(out), "-s", "gsm8k"]
     )
     assert res.exit_code == 2 and "unknown data source 'gsm8k'; known:" in res.output
+
+
+def test_data_prepare_is_the_backends_hook(tmp_path):
+    """``--backend`` picks whose hook converts the file: verl's by default; a backend whose cells
+    read no prepared data refuses in one line, an unknown one lists the known, nothing written."""
+    out = tmp_path / "smt25.parquet"
+    args = ["prepare", str(DATA / "math_raw.jsonl"), str(out), "-s", "smt25", "--skip-invalid"]
+    res = runner.invoke(data_app, [*args, "--backend", "verl"])
+    assert res.exit_code == 0 and "wrote 4 rows (smt25)" in res.output and out.exists()
+    out.unlink()
+    for backend, says in [
+        ("local", "backend 'local' reads no prepared data files"),
+        ("no-such", "known: "),
+    ]:
+        res = runner.invoke(data_app, [*args, "--backend", backend])
+        lines = [ln for ln in res.output.splitlines() if ln.strip()]
+        assert res.exit_code != 0 and len(lines) == 1 and says in lines[0], res.output
+        assert not out.exists()
