@@ -1,13 +1,18 @@
 """Entry point of one TRL cell: ``python -m gppo.backends.trl --cell '<Cell JSON>'``.
 
-1. builds the testbed's assets (the exported base, the four benchmarks) and the seed's training
-   stream: exactly the prompts the testbed's ``Trainer`` draws, in its order (not shuffled);
-2. scores the base with the testbed's own evaluator (avg@k, seed ``eval_seed``) and logs it at step
-   0 (once, even on a resumed attempt);
+1. builds the cell's parts (:class:`~gppo.backends.trl.realmodel.CellParts`). ``testbed: true``:
+   the testbed's assets (the exported base, the four benchmarks) and the seed's training stream,
+   exactly the prompts the testbed's ``Trainer`` draws, in its order (not shuffled), scored by
+   the testbed's own evaluator. ``testbed: false``: ``model_path``, the prepared ``train_file``
+   (shuffled by TRL, seeded) and ``val_files``, rewarded and scored by verl's scorers
+   (:mod:`gppo.backends.trl.realmodel`);
+2. scores the base (avg@k, seed ``eval_seed``) and logs it at step 0 (once, even on a resumed
+   attempt);
 3. trains with :class:`~gppo.backends.trl.trainer.GppoGRPOTrainer` (the cell's loss), logging each
    step's ``train/*`` once, checkpointing every ``save_every`` steps under the cell's checkpoint
    directory; a retried attempt resumes from its latest checkpoint in the same run;
-4. scores the final policy by the same evaluator at step ``steps``, then tags the run finished
+4. saves the final policy under ``<checkpoint>/final`` and scores it by the same evaluator at
+   step ``steps``, then tags the run finished
    (the backend protocol: :mod:`gppo.backends.cell_run`).
 
 Outside a sweep (no ``MLFLOW_RUN_ID``) it trains and prints the scores, logging nothing.
@@ -23,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from gppo.backends.cell_run import CellRun
+from gppo.backends.trl.realmodel import CellParts
 from gppo.backends.trl.settings import TrlSettings
 from gppo.cell import Cell
 
@@ -46,7 +52,7 @@ def grpo_config(s: TrlSettings, seed: int, output_dir: Path, max_new_tokens: int
         steps_per_generation=s.minibatches,
         num_generations=s.group_size,
         num_iterations=s.ppo_epochs,
-        shuffle_dataset=False,
+        shuffle_dataset=not s.testbed,  # the testbed's stream is already in its order
         learning_rate=s.lr,
         lr_scheduler_type=s.lr_schedule,
         warmup_steps=s.warmup_steps,
@@ -111,37 +117,18 @@ def _callback(trainer: Any, s: TrlSettings) -> Any:
     return StepDone()
 
 
-def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
-    """Train and score one cell (the module docstring's four parts); returns the final scores."""
+def testbed_parts(s: TrlSettings, cell: Cell, benchmarks: list[str]) -> CellParts:
+    """The ``testbed: true`` route: the testbed's exported base (GPT-2, mask-derived position
+    ids), the seed's training stream in the testbed's order, its exact reward, and its own
+    evaluator over the saved model directory (avg@k, seed ``eval_seed``)."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.trainer_callback import PrinterCallback
-    from transformers.trainer_utils import get_last_checkpoint
 
-    from gppo.backends.local.tasks import get_domain
-    from gppo.backends.local.train import make_loss
-    from gppo.backends.trl.trainer import GppoGRPOTrainer, use_mask_positions
     from gppo.backends.verl.testbed import build_testbed_assets, testbed_score, train_problems
     from gppo.backends.verl.yardstick import score_model_dir
 
-    t0 = time.perf_counter()
-    s = TrlSettings.model_validate(cell.settings)
-    torch.set_num_threads(s.num_threads)
-    domain = get_domain(s.domain)
-    benchmarks = list(cell.benchmarks) or list(domain.benchmark_names)
-    loss_fn, agg = make_loss(cell.method, cell.loss_params)  # fail fast on bad params
     assets = build_testbed_assets(s.domain)
-
-    def score(model_dir: Path, step: int) -> dict[str, float]:
-        scores = score_model_dir(model_dir, s.domain, benchmarks, cell.eval_k, s.eval_seed)
-        print(f"[trl] step {step} avg@{cell.eval_k}: {scores}", flush=True)
-        if run is not None:
-            run.log_evaluation(scores, step, once=True)
-        return scores
-
-    if run is None or 0 not in run.evaluated_steps():
-        score(assets.model_dir, 0)
     problems = train_problems(s.domain, cell.seed, s.steps, s.prompts_per_step)
     data = Dataset.from_list([{"prompt": p.prompt, "answer": p.answer} for p in problems])
 
@@ -150,19 +137,55 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
             testbed_score(s.domain, c, a)["score"] for c, a in zip(completions, answer, strict=True)
         ]
 
+    def score(model: Any, model_dir: Path | None) -> dict[str, float]:
+        return score_model_dir(model_dir, s.domain, benchmarks, cell.eval_k, s.eval_seed)
+
     dtype = torch.bfloat16 if s.dtype == "bfloat16" else torch.float32
     model = AutoModelForCausalLM.from_pretrained(assets.model_dir, dtype=dtype)
-    use_mask_positions(model)
     tokenizer = AutoTokenizer.from_pretrained(assets.model_dir, padding_side="left")
+    return CellParts(model, tokenizer, data, reward, score, base_dir=assets.model_dir)
+
+
+def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
+    """Train and score one cell (the module docstring's four parts); returns the final scores."""
+    import torch
+    from transformers.trainer_callback import PrinterCallback
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from gppo.backends.base import get_backend
+    from gppo.backends.local.train import make_loss
+    from gppo.backends.trl.trainer import GppoGRPOTrainer, use_mask_positions
+
+    t0 = time.perf_counter()
+    s = TrlSettings.model_validate(cell.settings)
+    torch.set_num_threads(s.num_threads)
+    benchmarks = list(cell.benchmarks) or list(get_backend("trl").default_benchmarks(s))
+    loss_fn, agg = make_loss(cell.method, cell.loss_params)  # fail fast on bad params
+    if s.testbed:
+        parts = testbed_parts(s, cell, benchmarks)
+    else:
+        from gppo.backends.trl import realmodel
+
+        parts = realmodel.load(s, benchmarks, cell.eval_k)
+    use_mask_positions(parts.model)
+
+    def score(model: Any, model_dir: Path | None, step: int) -> dict[str, float]:
+        scores = parts.score(model, model_dir)
+        print(f"[trl] step {step} avg@{cell.eval_k}: {scores}", flush=True)
+        if run is not None:
+            run.log_evaluation(scores, step, once=True)
+        return scores
+
+    if run is None or 0 not in run.evaluated_steps():
+        score(parts.model, parts.base_dir, 0)
     out_dir = cell_checkpoint_dir(cell, s)
     resume = get_last_checkpoint(str(out_dir)) if out_dir.is_dir() else None
-    max_new = s.max_new_tokens or domain.max_new_tokens
     trainer = GppoGRPOTrainer(
-        model=model,
-        args=grpo_config(s, cell.seed, out_dir, max_new),
-        train_dataset=data,
-        reward_funcs=[reward],
-        processing_class=tokenizer,
+        model=parts.model,
+        args=grpo_config(s, cell.seed, out_dir, s.completion_length),
+        train_dataset=parts.data,
+        reward_funcs=[parts.reward],
+        processing_class=parts.tokenizer,
         loss_fn=loss_fn,
         loss_agg_mode=agg,
     )
@@ -179,8 +202,8 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     t_train = time.perf_counter() - t_train
     final_dir = out_dir / "final"
     trainer.save_model(str(final_dir))
-    tokenizer.save_pretrained(str(final_dir))
-    scores = score(final_dir, s.steps)
+    parts.tokenizer.save_pretrained(str(final_dir))
+    scores = score(trainer.accelerator.unwrap_model(trainer.model), final_dir, s.steps)
     if run is not None:
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         perf = {"perf/train_s": t_train, "perf/total_s": time.perf_counter() - t0}

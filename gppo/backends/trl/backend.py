@@ -26,12 +26,21 @@ class TrlBackend(Backend):
     reuse_run_on_retry = True
 
     def default_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
+        """The testbed domain's four benchmarks; ``testbed: false``: the domain's paper
+        benchmarks among ``val_files`` (verl's rule), else every ``val_files`` key."""
+        s = TrlSettings.model_validate(settings)
+        if not s.testbed:
+            from gppo.backends.verl.settings import DOMAIN_BENCHMARKS
+
+            paper = tuple(b for b in DOMAIN_BENCHMARKS[s.domain] if b in s.val_files)
+            return paper or tuple(s.val_files)
         from gppo.backends.local.tasks import get_domain
 
-        return get_domain(TrlSettings.model_validate(settings).domain).benchmark_names
+        return get_domain(s.domain).benchmark_names
 
     def known_benchmarks(self, settings: BaseModel) -> tuple[str, ...] | None:
-        return self.default_benchmarks(settings)
+        s = TrlSettings.model_validate(settings)
+        return self.default_benchmarks(s) if s.testbed else tuple(s.val_files)
 
     def stall_timeout_s(self, settings: BaseModel, *, first_step: bool = False) -> float | None:
         """10 minutes between steps; 15 before the first (imports, the base's export and
@@ -50,6 +59,13 @@ class TrlBackend(Backend):
             say(result.line())
             results.append(result)
         return results
+
+    def prepare_data(self, input_path, output_path, source, *, split, skip_invalid):  # type: ignore[no-untyped-def]
+        """verl's RL parquet, written by verl's converter (:func:`gppo.backends.verl.data.prepare`,
+        which imports no verl): one file per benchmark, so a prepared file serves both backends."""
+        from gppo.backends.verl.data import prepare
+
+        return prepare(input_path, output_path, source, split=split, skip_invalid=skip_invalid)
 
     def job(self, cell: Cell) -> Job:
         s: TrlSettings = self.settings_of(cell)  # type: ignore[assignment]

@@ -6,6 +6,13 @@ weight decay 0, gradient clip 1, no KL, no entropy bonus, float32, no dropout, n
 checkpointing (TRL's own defaults differ: bf16, gradient checkpointing, a shuffled dataset).
 One *step* here is one generation batch and its updates, as in the testbed and in verl (TRL's own
 ``global_step`` counts optimiser updates: ``minibatches * ppo_epochs`` per step).
+
+Two routes. ``testbed: true`` (the default) trains the CPU testbed's exported base on its tasks.
+``testbed: false`` trains a Hugging Face model of your own (``model_path``) on data written by
+``gppo-sweep data prepare -b trl`` (verl's parquet schema, so a spec's ``model_path``,
+``train_file``, ``val_files``, ``max_prompt_length`` and ``domain`` mean the same under ``verl:``
+and ``trl:``), rewarded and scored by :func:`gppo.backends.verl.reward.compute_score`
+(:mod:`gppo.backends.trl.realmodel`).
 """
 
 from __future__ import annotations
@@ -13,6 +20,9 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: ``max_new_tokens`` of a ``testbed: false`` cell that sets none.
+DEFAULT_MAX_NEW_TOKENS = 1024
 
 
 class TrlSettings(BaseModel):
@@ -24,7 +34,23 @@ class TrlSettings(BaseModel):
         True,
         description="train the CPU testbed's exported base on its tasks, scored by its evaluator",
     )
-    domain: Literal["math"] = "math"
+    domain: Literal["math", "code"] = "math"
+    #: ``testbed: false``: local directory of a Hugging Face causal LM and its tokenizer.
+    model_path: str | None = Field(None, min_length=1)
+    #: ``testbed: false``: training parquet written by ``gppo-sweep data prepare -b trl``.
+    train_file: str | None = Field(None, min_length=1)
+    #: ``testbed: false``: one parquet per evaluation benchmark, keyed by benchmark (data_source).
+    val_files: dict[str, str] = Field(default_factory=dict)
+    #: ``testbed: false``: prompts longer than this (tokens, chat template applied) are left out
+    #: of training and evaluation, as verl's ``filter_overlong_prompts`` does.
+    max_prompt_length: int = Field(2048, ge=1)
+    #: ``testbed: false``: render each prompt's chat messages with the tokenizer's chat template
+    #: (TRL's conversational format); false: the messages' contents joined as plain text.
+    chat_template: bool = True
+    #: ``testbed: false``: rows of each benchmark scored (None: all of them).
+    eval_prompts: int | None = Field(None, ge=1)
+    #: ``testbed: false``: sequences one evaluation ``generate`` call samples.
+    eval_batch_size: int = Field(64, ge=1)
     steps: int = Field(60, ge=1, description="generation batches (each: rollouts + updates)")
     prompts_per_step: int = Field(32, ge=1)
     group_size: int = Field(8, ge=2, description="G: samples per prompt")
@@ -36,14 +62,16 @@ class TrlSettings(BaseModel):
     weight_decay: float = Field(0.0, ge=0)
     grad_clip: float | None = Field(1.0, gt=0)
     temperature: float = Field(1.0, gt=0)
-    max_new_tokens: int | None = Field(None, ge=1, description="None: the testbed domain's budget")
+    max_new_tokens: int | None = Field(
+        None, ge=1, description="None: the testbed domain's budget, or 1024 for testbed: false"
+    )
     dtype: Literal["float32", "bfloat16"] = "float32"
     gradient_checkpointing: bool = False
     use_vllm: bool = Field(False, description="generate with vLLM (a GPU, vLLM installed)")
     vllm_mode: Literal["colocate", "server"] = "colocate"
     num_gpus: int = Field(0, ge=0, description="0: CPU; 1: one CUDA GPU")
     num_threads: int = Field(1, ge=1, description="torch threads of the cell (CPU)")
-    eval_seed: int = Field(1234, description="the testbed evaluator's seed (avg@k)")
+    eval_seed: int = Field(1234, description="the evaluation's sampling seed (avg@k)")
     save_every: int = Field(10, ge=1, description="steps between checkpoints (resume)")
     checkpoint_dir: str = Field(
         "~/.cache/gppo-sweep/trl-checkpoints",
@@ -52,11 +80,7 @@ class TrlSettings(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> TrlSettings:
-        if not self.testbed:
-            raise ValueError(
-                "testbed: false is not supported yet: the trl backend trains the CPU testbed's "
-                "exported base (set testbed: true)"
-            )
+        self._check_route()
         if (self.prompts_per_step * self.group_size) % self.minibatches:
             raise ValueError(
                 f"minibatches: {self.minibatches} must divide prompts_per_step * group_size "
@@ -67,6 +91,40 @@ class TrlSettings(BaseModel):
         if self.use_vllm and self.num_gpus == 0:
             raise ValueError("use_vllm: true needs num_gpus: 1 (vLLM generation on a GPU)")
         return self
+
+    def _check_route(self) -> None:
+        own = [k for k in ("model_path", "train_file", "val_files") if getattr(self, k)]
+        if self.testbed:
+            if own:
+                raise ValueError(
+                    f"testbed: true trains the testbed's base on its tasks; drop {', '.join(own)} "
+                    "(or set testbed: false)"
+                )
+            if self.domain != "math":
+                raise ValueError("domain: 'code' needs testbed: false (the testbed is math only)")
+            if self.eval_prompts is not None:
+                raise ValueError(
+                    "eval_prompts needs testbed: false (the testbed's evaluator scores its whole "
+                    "benchmarks)"
+                )
+            return
+        missing = [k for k in ("model_path", "train_file", "val_files") if k not in own]
+        if missing:
+            raise ValueError(
+                f"testbed: false needs {', '.join(missing)} (a Hugging Face model directory and "
+                "parquet files from `gppo-sweep data prepare -b trl`)"
+            )
+
+    @property
+    def completion_length(self) -> int:
+        """Tokens each completion may have (``max_new_tokens``, or its route's default)."""
+        if self.max_new_tokens is not None:
+            return self.max_new_tokens
+        if self.testbed:
+            from gppo.backends.local.tasks import get_domain
+
+            return get_domain(self.domain).max_new_tokens
+        return DEFAULT_MAX_NEW_TOKENS
 
     @property
     def updates_per_step(self) -> int:
