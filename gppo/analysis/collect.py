@@ -1,9 +1,9 @@
 """MLflow -> the tidy score table (gppo/analysis/tidy.py), with status, steps and wall time.
 
 Reads only the names of gppo/metrics.py. Cost: one query for the sweep's cell runs with their
-latest metric values (:mod:`gppo.store.records`: SQL fast path or paged ``search_runs``), plus, only
-when the backends did not log ``eval_base/...``, one ``get_metric_history`` per benchmark for the
-few runs the base row is taken from (one run per domain and seed).
+latest metric values (:mod:`gppo.store.records`: SQL fast path or paged ``search_runs``); the base
+row comes from those values too (``eval_base/...``, which every backend logs at step 0 through
+:class:`gppo.backends.cell_run.CellRun`), so no metric history is read.
 """
 
 from __future__ import annotations
@@ -83,21 +83,22 @@ def collect(
             :func:`gppo.store.ref.find_sweep`); only its experiment's runs are read.
         expected: the spec's expanded cells; those without a run are reported as ``missing``.
         k: avg@k to read (default: the largest k logged).
-        reference: cell whose runs give the base row (falls back to any cell of the same seed).
+        reference: cell whose runs give the base row (``eval_base/...``; falls back to any cell of
+            the same domain and seed that has it; none has it: the base row is ``pending``, shown
+            as a missing cell is).
         fast: read SQL stores through the fast path of :mod:`gppo.store.records`.
     """
     client = client or MlflowClient(tracking_uri=ref.tracking_uri)
     with no_gc():
         records = fetch_records(client, ref.sweep_id, experiment_id=ref.experiment_id, fast=fast)
         chosen = latest_attempts(records)
-        tidy, run_rows, k = _tidy(client, chosen, k, reference, expected)
+        tidy, run_rows, k = _tidy(chosen, k, reference, expected)
     return Collected(
         tidy=tidy, runs=pd.DataFrame(run_rows), k=k, parent_run_id=ref.parent_run_id, client=client
     )
 
 
 def _tidy(
-    client: MlflowClient,
     chosen: dict[str, RunRecord],
     k: int | None,
     reference: str,
@@ -107,7 +108,7 @@ def _tidy(
     now_ms = int(time.time() * 1000)
     rows: list[dict[str, object]] = []
     run_rows: list[dict[str, object]] = []
-    base_sources: dict[tuple[str, int], tuple[int, str, RunRecord]] = {}
+    base_sources: dict[tuple[str, int], tuple[int, str, RunRecord, dict[str, float]]] = {}
     for cell_id, run in sorted(chosen.items()):
         tags = run.tags
         method = tags.get(M.TAG_METHOD, "")
@@ -137,10 +138,13 @@ def _tidy(
             rows.append({**common, "benchmark": "", "score": math.nan})
         priority = 0 if label == reference else 1
         source = base_sources.get((domain, seed))
-        has_eval = bool(scores or _eval_scores(run.metrics, k, base=True))
-        if has_eval and (source is None or (priority, label) < source[:2]):
-            base_sources[(domain, seed)] = (priority, label, run)
-    rows.extend(_base_rows(client, base_sources, k))
+        base = _eval_scores(run.metrics, k, base=True)
+        if base and (source is None or (priority, label) < source[:2]):
+            base_sources[(domain, seed)] = (priority, label, run, base)
+    seeds: dict[tuple[str, int], set[object]] = {}
+    for r in run_rows:
+        seeds.setdefault((str(r["domain"]), int(r["seed"])), set()).add(r["status"])
+    rows.extend(_base_rows(base_sources, seeds))
     if expected is not None:
         seen = {(r["domain"], r["cell"], r["seed"]) for r in run_rows}
         domains = {r["domain"] for r in run_rows} or {"default"}
@@ -159,20 +163,25 @@ def _tidy(
 
 
 def _base_rows(
-    client: MlflowClient, sources: dict[tuple[str, int], tuple[int, str, RunRecord]], k: int | None
+    sources: dict[tuple[str, int], tuple[int, str, RunRecord, dict[str, float]]],
+    seeds: dict[tuple[str, int], set[object]],
 ) -> list[dict[str, object]]:
-    """The base model's scores per (domain, seed): ``eval_base/...`` or the step-0 eval history."""
-    rows: list[dict[str, object]] = []
-    for (domain, seed), (_, _, run) in sorted(sources.items()):
-        scores = _eval_scores(run.metrics, k, base=True)
-        if not scores:
-            for name in run.metrics:
-                parsed = M.parse_eval_metric(name)
-                if not parsed or (k is not None and parsed[1] != k):
-                    continue
-                history = [m for m in client.get_metric_history(run.run_id, name) if m.step == 0]
-                if history:
-                    scores[parsed[0]] = float(min(history, key=lambda m: m.timestamp).value)
+    """The base model's scores per (domain, seed) of ``seeds`` (those of the sweep's runs, with
+    their statuses), from the ``eval_base/...`` values of the run chosen in ``sources``. A
+    (domain, seed) whose runs have none gets one row without a score, as a missing cell does
+    (Table 1: a dash and a footnote): ``running`` while one of its runs is, else ``pending``."""
+    running = State.RUNNING.value
+    rows: list[dict[str, object]] = [
+        {
+            "domain": d,
+            "cell": BASE,
+            "seed": s,
+            "status": running if running in seeds[d, s] else State.PENDING.value,
+            "benchmark": "",
+        }
+        for d, s in sorted(set(seeds) - set(sources))
+    ]
+    for (domain, seed), (_, _, run, scores) in sorted(sources.items()):
         rows.extend(
             {
                 "domain": domain,

@@ -1,39 +1,54 @@
-"""Shared helpers: a real SQLite MLflow store populated with the sweep layout of gppo/store/tracking.py (parent run, one child run per attempt)."""
+"""Shared helpers: a real SQLite MLflow store holding a sweep as the product writes it: the
+parent run and one child run per attempt from :class:`gppo.store.tracking.Tracking` (what the
+launcher calls), each run's metrics and finished tag from :class:`gppo.backends.cell_run.CellRun`
+(what every backend's cell process calls)."""
 
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
 from helpers import make_cell
 from mlflow import MlflowClient
-from mlflow.entities import Metric
 
 from gppo import metrics as M
+from gppo.backends.cell_run import CellRun
 from gppo.store.ref import SweepRef
-from gppo.store.tracking import cell_tags
+from gppo.store.tracking import Tracking
+from gppo.sweep.dispatcher import submission_id
 
 DATA = Path(__file__).parent / "data"
 
 
 class Store:
+    """One experiment (``demo``) with the parent run of sweep ``sweep_id``; :meth:`cell` adds
+    one attempt's run to the current sweep, :meth:`sweep` switches to (or creates) another."""
+
     def __init__(
         self, tmp_path: Path, sweep_id: str = "demo-1234abcd", template: Path | None = None
     ) -> None:
         if template is not None:  # a migrated empty store: skips MLflow's ~5 s schema setup
             shutil.copy(template, tmp_path / "mlflow.db")
         self.uri = f"sqlite:///{tmp_path}/mlflow.db"
-        self.client = MlflowClient(tracking_uri=self.uri)
-        self.exp = self.client.create_experiment("demo", artifact_location=str(tmp_path / "art"))
-        self.sweep_id = sweep_id
-        parent = self.client.create_run(
-            self.exp,
-            tags={M.TAG_ROLE: M.ROLE_SWEEP, M.TAG_SWEEP_ID: sweep_id, M.TAG_SWEEP_NAME: "demo"},
-        )
-        self.parent = parent.info.run_id
-        self.t0 = int(time.time() * 1000)
+        self.tracking = Tracking(self.uri)
+        self.client = self.tracking.client
+        # artifacts under tmp_path (MLflow's default root is the working directory); the
+        # launcher's own call then finds the experiment and marks it as it marks its own
+        self.client.create_experiment("demo", artifact_location=str(tmp_path / "art"))
+        exp = self.tracking.experiment_id("demo")
+        assert exp is not None
+        self.exp: str = exp
+        self.sweep(sweep_id)
+
+    def sweep(self, sweep_id: str) -> str:
+        """Make ``sweep_id`` the current sweep (its parent run created once, as a launch does);
+        returns the sweep id it replaces (``""`` the first time)."""
+        previous = getattr(self, "sweep_id", "")
+        parent = self.tracking.sweep_run(self.exp, sweep_id)
+        assert parent is not None
+        self.sweep_id, self.parent = sweep_id, parent
+        return previous
 
     @property
     def ref(self) -> SweepRef:
@@ -53,40 +68,44 @@ class Store:
         finished: bool = True,
         scores: dict[str, float] | None = None,
         base: dict[str, float] | None = None,
-        base_name: bool = False,
+        eval_base: bool = True,
         curves: dict[str, list[float]] | None = None,
         k: int = 8,
     ) -> str:
+        """One attempt's run of a cell, ended with MLflow ``status`` 0.5 s after it started:
+        ``base`` (the step-0 evaluation), ``curves`` (training metrics at steps 1, 2, ...),
+        ``scores`` (the final evaluation, at step 10 or the curves' last) and, with
+        ``finished``, the finished tag. ``eval_base=False``: the step-0 evaluation without its
+        ``eval_base/...`` names (a run that broke the protocol, or one older than it)."""
         cell = make_cell(
             divergence, estimator, method=method, seed=seed, settings={"domain": domain}, eval_k=k
         )
-        # the production writer's tags (gppo.store.tracking.cell_tags), never hand-written ones
-        tags = {
-            **cell_tags(cell, attempt=attempt),
-            M.PARENT_RUN_TAG: self.parent,
-            M.TAG_SWEEP_ID: self.sweep_id,
-        }
+        rid = self.tracking.create_cell_run(
+            self.exp,
+            self.parent,
+            self.sweep_id,
+            cell,
+            attempt=attempt,
+            submission_id=submission_id(self.sweep_id, cell.id, attempt),
+        )
+        run = CellRun(self.client, rid, eval_k=k)
+        if base and eval_base:
+            run.log_evaluation(base, step=0)
+        elif base:
+            run.log({M.eval_metric(b, k): s for b, s in base.items()}, 0)
+        last = max((len(values) for values in (curves or {}).values()), default=0)
+        for step in range(1, last + 1):
+            values = {key: v[step - 1] for key, v in (curves or {}).items() if len(v) >= step}
+            run.log_train_step(step, values)
+        final = max(last, 10)
+        if scores:
+            run.log_evaluation(scores, step=final)
+        run.flush()
         if finished:
-            tags[M.TAG_FINISHED] = "true"
-        self.t0 += 1000
-        run = self.client.create_run(self.exp, start_time=self.t0, tags=tags)
-        rid = run.info.run_id
-        ts = self.t0
-        batch = []
-        last = 0
-        for key, values in (curves or {}).items():
-            batch += [Metric(key, v, ts, i + 1) for i, v in enumerate(values)]
-            last = max(last, len(values))
-        for b, s in (base or {}).items():
-            batch.append(Metric(M.eval_metric(b, k), s, ts, 0))
-            if base_name:
-                batch.append(Metric(M.eval_base_metric(b, k), s, ts, 0))
-        for b, s in (scores or {}).items():
-            batch.append(Metric(M.eval_metric(b, k), s, ts + 1, max(last, 10)))
-        if batch:
-            self.client.log_batch(rid, metrics=batch)
+            run.finish(final)
         if status != "RUNNING":
-            self.client.set_terminated(rid, status=status, end_time=self.t0 + 500)
+            start = self.tracking.get_run(rid).info.start_time
+            self.client.set_terminated(rid, status=status, end_time=start + 500)
         return rid
 
 

@@ -31,9 +31,9 @@ def _populate(store):
     store.cell("gppo", "chi2", "atomic", status="FAILED", finished=False)  # failed, no retry
     store.cell("gspo", None, None, scores={"A": 0.35, "B": 0.15}, base=BASE)
     # a run of another sweep in the same store must not leak in
-    sweep_id, store.sweep_id = store.sweep_id, "other-0000"
-    store.cell("gppo", "tv", "binary", scores={"A": 0.9, "B": 0.9})
-    store.sweep_id = sweep_id
+    sweep_id = store.sweep("other-0000")
+    store.cell("gppo", "tv", "binary", scores={"A": 0.9, "B": 0.9}, base={"A": 0.5, "B": 0.5})
+    store.sweep(sweep_id)
 
 
 def test_collect_latest_attempt_statuses_base_and_missing(store):
@@ -56,18 +56,42 @@ def test_collect_latest_attempt_statuses_base_and_missing(store):
     }
     scores = tidy[tidy.status == "done"].set_index(["cell", "benchmark"])["score"]
     assert scores[("kl/atomic", "A")] == 0.40 and scores[("gspo", "B")] == 0.15
-    # base row = the step-0 eval of the reference cell, read from the metric history
+    # base row = the step-0 eval (eval_base/...) of the reference cell
     assert scores[("base", "A")] == 0.05 and scores[("base", "B")] == 0.01
     runs = got.runs.set_index("cell")
     assert runs.loc["kl/atomic", "attempt"] == 2
     assert runs.loc["tv/mc", "steps"] == 10 and math.isclose(runs.loc["tv/mc", "wall_time_s"], 0.5)
 
 
-def test_base_row_prefers_eval_base_metric_and_falls_back_to_other_cells(store):
-    store.cell("gppo", "kl", "atomic", scores=BENCH, base={"A": 0.07, "B": 0.02}, base_name=True)
-    got = collect(store.ref)  # no tv/mc run at all
+def test_base_row_falls_back_to_another_cell_of_the_same_seed(store):
+    store.cell("gppo", "kl", "atomic", scores=BENCH, base={"A": 0.07, "B": 0.02})
+    # the reference cell's run lacks eval_base/...: the next cell that has it gives the base row
+    store.cell("gppo", "tv", "mc", scores=BENCH, base={"A": 0.5, "B": 0.5}, eval_base=False)
+    got = collect(store.ref)
     base = got.tidy[got.tidy.cell == "base"].set_index("benchmark")["score"]
     assert base.to_dict() == {"A": 0.07, "B": 0.02}
+
+
+def test_without_eval_base_the_base_row_is_shown_as_missing(store):
+    """A seed none of whose runs logged ``eval_base/...`` has no base score (no step-0 history
+    is read): Table 1's base row is dashes with the missing-cell footnote, the rest is intact."""
+    store.cell("gppo", "tv", "mc", scores={"A": 0.30, "B": 0.20}, base=BASE, eval_base=False)
+    store.cell("gppo", "kl", "atomic", scores=BENCH, base=BASE, eval_base=False)
+    store.cell("gppo", "kl", "atomic", seed=1, scores=BENCH, base=BASE)
+    got = collect(store.ref)
+    base = got.tidy[got.tidy.cell == "base"].set_index("seed")
+    assert base.loc[0, "status"] == "pending" and math.isnan(base.loc[0, "score"])
+    assert set(base.loc[1, "score"]) == {0.05, 0.01}
+    table = build_table1(got.tidy)
+    rows = {r.cell: r for r in table.blocks[0].rows}
+    assert rows["base"].reasons == {"pending": [0]} and rows["base"].entries["A"].mean == 5
+    assert str(rows["kl/atomic"].rel_pct) == "20.00"  # 30.0 vs 25.0
+    (note,) = table.footnotes
+    assert note.text == "no result, no run (missing): base (math, seed 0)"
+    # a seed whose runs are still starting (no step-0 evaluation yet): the base row says so
+    store.cell("gppo", "tv", "mc", seed=2, status="RUNNING", finished=False)
+    base = collect(store.ref).tidy.query("cell == 'base'").set_index("seed")
+    assert base.loc[2, "status"] == "running" and base.loc[0, "status"] == "pending"
 
 
 def test_sweep_still_running_renders_dashes_with_footnotes(store):
@@ -110,7 +134,7 @@ def test_write_report_writes_every_format_and_attaches_to_parent_run(store, tmp_
 
 def test_sql_fast_path_and_search_runs_path_agree(store):
     _populate(store)
-    store.cell("gppo", "tv", "atomic", scores=BENCH, base=BASE, base_name=True)
+    store.cell("gppo", "tv", "atomic", scores=BENCH, base=BASE)
     fast = collect(store.ref)
     slow = collect(store.ref, fast=False)
     assert fast.parent_run_id == slow.parent_run_id
@@ -125,12 +149,17 @@ def test_collect_reads_only_the_sweep_of_its_experiment(store):
     """The same sweep id in another experiment (a copied spec, a rename) is not mixed in: the
     handle names the experiment, and both read paths honour it."""
     store.cell("gppo", "tv", "mc", scores={"b1": 0.5}, base={"b1": 0.1})
-    other = store.client.create_experiment("other")
-    stray = store.client.create_run(
+    other = store.tracking.experiment_id("other")
+    assert other is not None
+    stray = store.tracking.create_cell_run(
         other,
-        tags={M.TAG_ROLE: M.ROLE_CELL, M.TAG_SWEEP_ID: store.sweep_id, M.TAG_CELL_ID: "kl-mc-s0"},
+        store.tracking.sweep_run(other, store.sweep_id),
+        store.sweep_id,
+        _cell("gppo", "kl", "mc"),
+        attempt=1,
+        submission_id="stray",
     )
-    store.client.set_terminated(stray.info.run_id)
+    store.tracking.terminate(stray, "FINISHED")
     for fast in (True, False):
         got = collect(store.ref, fast=fast)
         assert set(got.runs["cell_id"]) == {"tv-mc-s0"}, fast

@@ -107,11 +107,7 @@ def test_report_from_spec_reads_the_sweep_and_attaches(tmp_path, store):
     )
     plan = load_plan(spec)
     assert plan.spec.tracking.uri == store.uri and len(plan.cells) == 4
-    store.sweep_id = plan.sweep_id
-    store.parent = store.client.create_run(
-        store.exp,
-        tags={"gppo.role": "sweep", "gppo.sweep_id": plan.sweep_id},
-    ).info.run_id
+    store.sweep(plan.sweep_id)
     bench = list(plan.cells[0].benchmarks)
     store.cell(
         "gppo", "tv", "mc", scores=dict.fromkeys(bench, 0.25), base=dict.fromkeys(bench, 0.1)
