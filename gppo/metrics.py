@@ -67,10 +67,9 @@ def eval_base_metric(benchmark: str, k: int) -> str:
     """The base model's avg@k (the step-0 eval) under its own name, e.g. ``eval_base/add3/avg_at_8``.
 
     The step-0 evaluation logged under this name as well as :func:`eval_metric` (step 0) lets a
-    reader take the base score from the run's latest values without one history call per run. The
-    CPU testbed and the verl yardstick log it; a run without it (a verl cell's, an older run's) has
-    the base score only as the step-0 point of :func:`eval_metric`'s history, which readers fall
-    back on (``gppo.analysis.collect``).
+    reader take the base score from the run's latest values without one history call per run.
+    Every backend logs it at step 0 (:meth:`gppo.backends.cell_run.CellRun.log_evaluation`); a
+    run without it contributes no base score (the report shows the base row as missing).
     """
     return f"eval_base/{benchmark}/{avg_at(k)}"
 
