@@ -35,7 +35,7 @@ MINIMAL = {
 }
 
 
-def _plan(tmp_path: Path, name: str):
+def _plan(tmp_path: Path, name: str, section: dict | None = None):
     import yaml
 
     spec = {
@@ -45,8 +45,8 @@ def _plan(tmp_path: Path, name: str):
         "baselines": ["gspo"],
         "seeds": 1,
     }
-    if MINIMAL.get(name):
-        spec[name] = MINIMAL[name]
+    if section or MINIMAL.get(name):
+        spec[name] = section or MINIMAL[name]
     path = tmp_path / "grid.yaml"
     path.write_text(yaml.safe_dump(spec))
     return load_plan(path)
@@ -227,6 +227,23 @@ def _run_trl(cell: Cell, tmp_path: Path) -> tuple[object, str, int]:
     return _run_job(cell, tmp_path, {**small, "checkpoint_dir": str(tmp_path / "ckpt")})
 
 
+def _trl_real_section(tmp_path: Path) -> dict:
+    """TRL on a model and data of the user's (``testbed: false``): the verl smoke assets' tiny
+    random Qwen2 and ``smoke`` data written by data prepare's converter, tiny generations."""
+    from gppo.backends.verl.smoke import build_smoke_assets
+
+    assets = build_smoke_assets(tmp_path / "assets")
+    return {
+        "testbed": False,
+        "model_path": str(assets.model_dir),
+        "train_file": str(assets.train_file),
+        "val_files": {"smoke": str(assets.val_file)},
+        "max_new_tokens": 8,
+        "max_prompt_length": 64,
+        "eval_prompts": 4,
+    }
+
+
 def _run_verl(cell: Cell, tmp_path: Path, monkeypatch) -> tuple[object, str, int]:
     """verl's entrypoint around a stand-in of verl's trainer that logs as verl's does (its own
     ``Tracking`` into the run): the trainer itself needs a GPU or the CPU venv (its real runs are
@@ -251,14 +268,17 @@ def _run_verl(cell: Cell, tmp_path: Path, monkeypatch) -> tuple[object, str, int
     return client, run_id, 2
 
 
-#: how the contract runs each built-in backend's entrypoint here (a CPU, no GPU)
-PROTOCOL_RUNS = {"local": _run_local, "verl": _run_verl, "trl": _run_trl}
+#: how the contract runs each built-in backend's entrypoint here (a CPU, no GPU); a name
+#: ``<backend>-<route>`` runs that backend with another route's section (:data:`ROUTE_SECTIONS`)
+PROTOCOL_RUNS = {"local": _run_local, "verl": _run_verl, "trl": _run_trl, "trl-real": _run_trl}
+ROUTE_SECTIONS = {"trl-real": _trl_real_section}
 
 
 def test_every_built_in_backend_has_a_protocol_run():
     from gppo.backends.base import BUILT_IN
 
-    assert set(PROTOCOL_RUNS) == {b for b in BUILT_IN if b in BACKENDS.names()}
+    backends = {name.partition("-")[0] for name in PROTOCOL_RUNS}
+    assert backends == {b for b in BUILT_IN if b in BACKENDS.names()}
 
 
 @pytest.mark.slow
@@ -268,7 +288,8 @@ def test_the_entrypoint_logs_what_the_protocol_says(name, tmp_path, monkeypatch)
     final evaluation, then the finished tag: nothing missing (gppo.backends.cell_run)."""
     from gppo.backends.cell_run import protocol_violations
 
-    plan = _plan(tmp_path, name)
+    section = ROUTE_SECTIONS[name](tmp_path) if name in ROUTE_SECTIONS else None
+    plan = _plan(tmp_path, name.partition("-")[0], section)
     cell = next(c for c in plan.cells if c.method == "gppo")
     runner = PROTOCOL_RUNS[name]
     args = (cell, tmp_path, monkeypatch) if name == "verl" else (cell, tmp_path)
