@@ -1,8 +1,10 @@
-"""The TRL backend: each cell as one TRL ``GRPOTrainer`` run (one node: a laptop CPU or GPUs)
+"""The TRL backend: each cell as one TRL ``GRPOTrainer`` run (one node: a laptop CPU or one GPU)
 with the cell's loss (``backend: trl``).
 
 Modules: ``settings`` (the ``trl:`` spec section), ``trainer`` (the ``GRPOTrainer`` subclass whose
 loss is the cell's, and the position-id fix for left-padded GPT-2-style models), ``backend`` (the
-registered Backend) and ``__main__`` (the job's entrypoint: the backend protocol of
-:mod:`gppo.backends.cell_run`). Nothing here imports TRL at import time except ``trainer``.
+registered Backend), ``realmodel`` (the ``testbed: false`` route: a model of your own on data from
+``gppo-sweep data prepare -b trl``, verl's scorers as reward and evaluation) and ``__main__`` (the
+job's entrypoint: the backend protocol of :mod:`gppo.backends.cell_run`). Nothing here imports TRL
+at import time except ``trainer``.
 """

@@ -9,18 +9,25 @@ from gppo.cell import Cell
 
 
 def check_cell(cell: Cell, batch: int = 16, tokens: int = 8) -> CellCheck:
-    """The cell's settings and loss parameters accepted, its loss finite with a finite, non-zero
-    gradient; one :class:`CellCheck`."""
+    """The cell's settings and loss parameters accepted (``testbed: false``: its model and data
+    files on this machine), its loss finite with a finite, non-zero gradient; one
+    :class:`CellCheck`."""
     import torch
 
     from gppo.backends.local.train import make_loss
     from gppo.backends.trl.settings import TrlSettings
 
     try:
-        TrlSettings.model_validate(cell.settings)
+        s = TrlSettings.model_validate(cell.settings)
         loss_fn, agg = make_loss(cell.method, cell.loss_params)
     except Exception as exc:  # the cell's own settings or parameters: one line
         return CellCheck(cell.id, False, "config", one_line(exc))
+    if not s.testbed:
+        from gppo.backends.trl.realmodel import missing_paths
+
+        missing = missing_paths(s)
+        if missing:
+            return CellCheck(cell.id, False, "config", f"not found: {'; '.join(missing)}")
     g = torch.Generator().manual_seed(0)
     old = -torch.rand(batch, tokens, generator=g, dtype=torch.float64) * 3
     new = (

@@ -229,6 +229,20 @@ def _as_list(value: Any) -> list[int]:
 
 
 # --- the route ----------------------------------------------------------------------------------
+def missing_paths(s: TrlSettings) -> list[str]:
+    """What of ``model_path``, ``train_file`` and ``val_files`` is not on this machine, each as
+    ``field: path (why)``; empty when all are."""
+    out = []
+    model = Path(str(s.model_path)).expanduser()
+    if not (model / "config.json").is_file():
+        out.append(f"model_path: {model} (no Hugging Face config.json)")
+    files = {"train_file": s.train_file, **{f"val_files.{b}": f for b, f in s.val_files.items()}}
+    for field, path in files.items():
+        if not Path(str(path)).expanduser().is_file():
+            out.append(f"{field}: {path} (no such file)")
+    return out
+
+
 def load(s: TrlSettings, benchmarks: Sequence[str], k: int) -> CellParts:
     """Model and tokenizer from ``model_path`` (on the GPU with ``num_gpus: 1``), the training
     rows of ``train_file``, the reward, and an :class:`Evaluator` over ``benchmarks``'
@@ -237,13 +251,14 @@ def load(s: TrlSettings, benchmarks: Sequence[str], k: int) -> CellParts:
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model_dir = Path(str(s.model_path)).expanduser()
-    if not (model_dir / "config.json").is_file():
-        raise BackendError(f"model_path: {model_dir} is not a Hugging Face model directory")
-    missing = [b for b in benchmarks if b not in s.val_files]
+    missing = missing_paths(s)
     if missing:
+        raise BackendError(f"not found: {'; '.join(missing)}")
+    model_dir = Path(str(s.model_path)).expanduser()
+    unknown = [b for b in benchmarks if b not in s.val_files]
+    if unknown:
         raise BackendError(
-            f"benchmark {', '.join(missing)} has no val_files entry; known: "
+            f"benchmark {', '.join(unknown)} has no val_files entry; known: "
             f"{', '.join(s.val_files)}"
         )
     tokenizer = AutoTokenizer.from_pretrained(model_dir, padding_side="left")

@@ -49,6 +49,24 @@ def test_a_bad_route_is_refused_in_one_line_naming_the_field(tmp_path, trl, name
     assert "\n" not in message and all(n in message for n in names), message
 
 
+def test_check_names_the_model_and_data_files_this_machine_lacks(tmp_path):
+    """``gppo-sweep check`` on a real-model cell: each missing path, by field, in one line."""
+    from gppo.backends.trl.preflight import check_cell
+
+    (tmp_path / "train.parquet").write_bytes(b"")
+    trl = {
+        "testbed": False,
+        "model_path": str(tmp_path / "no-model"),
+        "train_file": str(tmp_path / "train.parquet"),
+        "val_files": {"aime24": str(tmp_path / "aime24.parquet")},
+    }
+    (cell,) = load_plan(_spec(tmp_path, trl)).cells
+    result = check_cell(cell)
+    assert not result.ok and result.stage == "config", result
+    assert "model_path:" in result.detail and "val_files.aime24:" in result.detail
+    assert "train_file" not in result.detail and "\n" not in result.line()
+
+
 def test_data_prepare_for_trl_writes_the_rows_verl_reads(tmp_path):
     """``data prepare -b trl`` and ``-b verl`` write the same file: a spec's data serve both."""
     import pandas as pd
