@@ -23,7 +23,7 @@ def _data() -> None:
 @data_app.command("prepare")
 def data_prepare(
     input_path: Path = typer.Argument(..., help="The user's file: .jsonl, .json or .parquet."),
-    output_path: Path = typer.Argument(..., help="The file to write (verl: a parquet file)."),
+    output_path: Path = typer.Argument(..., help="The file to write (verl, trl: a parquet file)."),
     source: str = typer.Option(
         ...,
         "--source",
