@@ -61,8 +61,8 @@ from gppo.registry import lazy_exports
 #: the Python API, imported on first use (``from gppo.sweep import Launcher``)
 _EXPORTS = {
     "Launcher": "launch",
-    "LaunchResult": "launch",
-    "CellState": "launch",
+    "LaunchResult": "result",
+    "CellState": "attempts",
     "ensure_cluster": "cluster",
     "stop_local_head": "cluster",
     "sweep_status": "control",

@@ -2,13 +2,9 @@
 
 Which cells run and which re-attach is :func:`gppo.sweep.reconcile.reconcile`'s (the resume
 rules). The attempts themselves (submit, one status round, stall limits, end, retry with backoff, the
-events a display prints) are :class:`gppo.sweep.attempts.AttemptDriver`'s; this module adds the
-sweep around them. A cluster that does not answer (a status round failing, a submission refused
-for the cluster's own state) is waited on for ``ray.unreachable_timeout_s``, a tracking server
-for ``tracking.unreachable_timeout_s`` (one :class:`~gppo.sweep.outage.OutageClock` each;
-submissions and run endings wait for the tracking server); then the launcher raises
-:class:`~gppo.errors.ClusterUnreachable` / :class:`~gppo.errors.TrackingUnreachable` and leaves
-the runs RUNNING and the jobs alone, for the next launch to re-attach to or settle as above.
+events a display prints) are :class:`gppo.sweep.attempts.AttemptDriver`'s; the waits on a silent
+cluster or tracking server are :class:`gppo.sweep.watch.Watch`'s; what the launch returns and how
+it ends are :mod:`gppo.sweep.result`'s. This module adds the rounds around them.
 One launcher per sweep at a time, whatever the store (:mod:`gppo.sweep.lock`: a file lock next to
 a local store, a lease in the sweep's parent run on a tracking server). A remote Ray cluster with
 a store only this machine sees is refused before anything is written (:mod:`gppo.sweep.guard`).
@@ -22,28 +18,15 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
 
 from gppo import metrics as M
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
-from gppo.errors import ClusterUnreachable, StoreFull, TrackingUnreachable
 from gppo.grid.plan import Plan
-from gppo.store.health import (
-    DISK_FULL_SIGNS,
-    fail_fast,
-    is_disk_full,
-    is_unreachable_error,
-    tracking_unreachable,
-)
-from gppo.store.ref import SweepRef
-from gppo.store.state import State
+from gppo.store.health import fail_fast
 from gppo.store.tracking import latest_metric
 from gppo.sweep.attempts import (
-    DONE,
     ENDING,
-    FAILED,
     OPEN,
     PENDING,
     RUNNING,
@@ -53,59 +36,26 @@ from gppo.sweep.attempts import (
     CellState,
     Event,
     Limits,
-    backoff,
-    reason,
 )
 from gppo.sweep.dispatcher import Dispatcher
 from gppo.sweep.guard import check_store_reachable, resolve_address
-from gppo.sweep.lock import LaunchBusy, sweep_lock
+from gppo.sweep.lock import sweep_lock
 from gppo.sweep.outage import OutageClock
-from gppo.sweep.owner import pid_alive
 from gppo.sweep.quiet import quiet_mlflow
-from gppo.sweep.reconcile import reconcile, settle_orphan
+from gppo.sweep.reconcile import reconcile
+from gppo.sweep.result import AfterSweep, LaunchResult, close_launch
 from gppo.sweep.session import SweepContext, open_sweep
 from gppo.sweep.signals import signals_set
+from gppo.sweep.watch import Watch, cluster_silent
 
 log = logging.getLogger(__name__)
 
 #: after the backend says a cell has returned: a round every HURRY_POLL_S for HURRY_S seconds
 HURRY_POLL_S, HURRY_S = 0.1, 3.0
-#: what a launch that gives up on a service leaves, and what to do
-LEFT = "its jobs and their runs are left as they are: launch again once it answers"
 #: runs read by one search of the store in a metrics round
 RUNS_PER_READ = 200
 #: how soon a wait notices a stop (Ctrl-C, SIGTERM, a lost lease)
 STOP_CHECK_S = 0.25
-#: called as ``hook(plan, ref)`` (:class:`~gppo.store.ref.SweepRef`) once every cell has finished;
-#: what it returns is kept as :attr:`LaunchResult.report` (the CLI passes the report writer)
-AfterSweep = Callable[..., Any]
-__all__ = ["LaunchBusy", "LaunchResult", "Launcher", "backoff", "reconcile", "settle_orphan"]
-__all__ += ["DONE", "FAILED", "CellState", "ClusterUnreachable", "Event", "quiet_mlflow"]
-
-
-@dataclass
-class LaunchResult:
-    """What a launch did: each cell's :class:`CellState` (keyed by cell id), whether it was
-    interrupted or left its jobs running (``detached``), the sweep's :class:`SweepRef` (``ref``:
-    hand it to :func:`gppo.analysis.write_report`) and the ``after_sweep`` hook's report."""
-
-    sweep_id: str
-    cells: dict[str, CellState] = field(default_factory=dict)
-    interrupted: bool = False
-    detached: bool = False
-    #: another launcher took the sweep over (its lease, a server store): its jobs are left to it
-    lost: bool = False
-    #: where the sweep's runs are (set once the store is open)
-    ref: SweepRef | None = None
-    #: what the ``after_sweep`` hook returned (the report), when it ran
-    report: Any = None
-
-    def count(self, state: State) -> int:
-        return sum(1 for c in self.cells.values() if c.state == state)
-
-    @property
-    def ok(self) -> bool:
-        return bool(self.cells) and all(c.state == DONE for c in self.cells.values())
 
 
 class Launcher:
@@ -152,8 +102,8 @@ class Launcher:
     def run(self) -> LaunchResult:
         """Check the store is reachable from the cluster, hold the sweep's lock, dispatch.
 
-        Raises :class:`gppo.sweep.guard.StoreNotShared` or :class:`LaunchBusy` before anything
-        is submitted."""
+        Raises :class:`gppo.sweep.guard.StoreNotShared` or :class:`gppo.sweep.lock.LaunchBusy`
+        before anything is submitted."""
         from gppo.store.uri import resolve_tracking_uri
 
         spec = self.plan.spec
@@ -190,23 +140,13 @@ class Launcher:
             try:
                 disp = ctx.dispatcher()
             except OSError as exc:  # the Jobs API did not answer at all (refused, timed out)
-                where = ctx.cluster.address if ctx.cluster is not None else "?"
-                raise ClusterUnreachable(
-                    f"{self.plan.source}: the Ray cluster at {where} did not answer "
-                    f"(ray.unreachable_timeout_s = {self.unreachable_timeout_s:g}; last error: "
-                    f"{reason(exc)}); {LEFT}"
-                ) from None
-            where = ctx.cluster.address if ctx.cluster is not None else "?"
-            self.cluster = OutageClock("cluster", where, self.unreachable_timeout_s, self._event)
-            self.tracking = OutageClock(
-                "tracking", ctx.tracking.uri, self.plan.spec.tracking.unreachable_timeout_s,
-                self._event,
-            )  # fmt: skip
+                raise cluster_silent(ctx, self.unreachable_timeout_s, exc) from None
+            self.watch = Watch(ctx, self.unreachable_timeout_s, self._event)
             self.driver = AttemptDriver(
                 disp, Limits(self.retries, self.backend),
                 job_for=lambda cell: self._served(self.backend.job(cell)),
-                cluster=self.cluster, emit=self.on_event,
-                reuse_run=self.backend.reuse_run_on_retry, head_gone=lambda: _head_gone(ctx),
+                cluster=self.watch.cluster, emit=self.on_event,
+                reuse_run=self.backend.reuse_run_on_retry, head_gone=self.watch.head_gone,
             )  # fmt: skip
             result = LaunchResult(self.plan.sweep_id)
             restore = signals_set(self.stop_event)
@@ -226,13 +166,9 @@ class Launcher:
             finally:
                 restore()
                 marker.unlink(missing_ok=True)
-        self._close(ctx, result)
+        result.lost = self.lost
+        close_launch(ctx, result, self.on_update, self.after_sweep)
         return result
-
-    @staticmethod
-    def _ref(ctx: SweepContext, result: LaunchResult) -> SweepRef:
-        runs = {cid: st.run_id for cid, st in result.cells.items() if st.run_id}
-        return SweepRef(ctx.sweep_id, ctx.tracking.uri, ctx.experiment_id, ctx.parent_run_id, runs)
 
     # -- the loop --------------------------------------------------------------------------------
     def _loop(self, ctx: SweepContext, result: LaunchResult) -> None:
@@ -242,8 +178,8 @@ class Launcher:
             now = time.time()
             if driver.poll(cells.values()):
                 self._hurry_until = 0.0  # found: back to poll_s rounds
-            self._check_cluster(ctx)
-            if self._tracking_answers(ctx):  # else submissions and endings wait for it
+            self.watch.check_cluster()
+            if self.watch.tracking_answers():  # else submissions and endings wait for it
                 try:
                     with fail_fast(ctx.tracking.uri):  # an outage mid-round raises, not blocks
                         # free slots are refilled first; the ended runs' bookkeeping comes after
@@ -255,12 +191,8 @@ class Launcher:
                             last_metrics = time.monotonic()
                             driver.stop_stalled(cells.values())
                 except Exception as exc:
-                    if is_disk_full(exc):
-                        raise StoreFull(self._disk_full_line(ctx, exc)) from None
-                    if not is_unreachable_error(exc):
+                    if not self.watch.store_error(exc):  # a full disk raises StoreFull
                         raise
-                    self.tracking.failed(reason(exc))  # the same step is retried next round
-                    self.tracking.check(TrackingUnreachable, self.plan.source, LEFT)
             self.on_update(result)
             if not [c for c in cells.values() if c.state in OPEN]:
                 return
@@ -296,36 +228,9 @@ class Launcher:
                 if self.driver.start(st) and st.reuse_run:
                     # a retry that resumes the run (verl) must log a step past the run's latest
                     st.step = _logged_step(self.driver.disp, st.reuse_run)
-                if self.cluster.down:  # no answer: one try a round, no more
+                if self.watch.cluster.down:  # no answer: one try a round, no more
                     return
                 in_flight += st.state == RUNNING
-
-    # -- outages -----------------------------------------------------------------------------------
-    def _tracking_answers(self, ctx: SweepContext) -> bool:
-        """Probe the tracking server (its outage clock says when it goes away and comes back);
-        give up (raise :class:`TrackingUnreachable`) after ``tracking.unreachable_timeout_s``."""
-        answers = self.tracking.observe(tracking_unreachable(ctx.tracking.uri))
-        self.tracking.check(TrackingUnreachable, self.plan.source, LEFT)
-        return answers
-
-    def _check_cluster(self, ctx: SweepContext) -> None:
-        """Raise :class:`ClusterUnreachable` once the cluster has been silent for too long, or at
-        once when it is the local head this sweep started and its process has exited."""
-        if _head_gone(ctx):
-            raise ClusterUnreachable(
-                f"{self.plan.source}: the local Ray head this sweep started (pid "
-                f"{ctx.cluster.pid}) has exited, and its jobs with it; their runs are left for a "  # type: ignore[union-attr]
-                "relaunch, which starts a new head and reruns every unfinished cell"
-            )
-        self.cluster.check(ClusterUnreachable, self.plan.source, LEFT)
-
-    def _disk_full_line(self, ctx: SweepContext, exc: BaseException) -> str:
-        found = next((s for s in DISK_FULL_SIGNS if s in str(exc)), "no space left on device")
-        return (
-            f"{self.plan.source}: the tracking store's disk is full ({ctx.tracking.uri}: {found});"
-            " the launch stopped, its jobs and runs are left as they are: free space on that disk"
-            " and launch again (finished cells are kept)"
-        )
 
     # -- progress ----------------------------------------------------------------------------------
     def _refresh_metrics(self, ctx: SweepContext, cells: dict[str, CellState]) -> None:
@@ -371,30 +276,6 @@ class Launcher:
             self.driver.emit("stopped", st, note=st.note)
         result.detached = self.detach
 
-    def _close(self, ctx: SweepContext, result: LaunchResult) -> None:
-        if self.lost:  # the sweep belongs to another launcher now: end nothing of it
-            result.lost = True
-            self.on_update(result)
-            return
-        result.ref = self._ref(ctx, result)
-
-        def report() -> None:
-            self.on_update(result)
-            if result.ok and self.after_sweep is not None:
-                run_after_sweep_hook(ctx, result, self.after_sweep)
-
-        if any(c.state == RUNNING for c in result.cells.values()):
-            report()
-            return
-        status = "FINISHED" if result.ok else ("KILLED" if result.interrupted else "FAILED")
-        ctx.close(status, meanwhile=report)  # the report is written while the local head stops
-
-
-def _head_gone(ctx: SweepContext) -> bool:
-    """The cluster is a local head this sweep started, and its process has exited."""
-    c = ctx.cluster
-    return c is not None and c.local and bool(c.pid) and not pid_alive(c.pid)
-
 
 def _logged_step(disp: Dispatcher, run_id: str) -> int | None:
     """The highest step of any metric in the run: the steps a resumed attempt will log again
@@ -404,11 +285,3 @@ def _logged_step(disp: Dispatcher, run_id: str) -> int | None:
     except Exception:  # unreadable now: the first step seen counts as progress
         return None
     return max((m.step for m in metrics), default=None)
-
-
-def run_after_sweep_hook(ctx: SweepContext, result: LaunchResult, hook: AfterSweep) -> None:
-    """Call ``hook`` (the CLI passes the report writer); never fails the launch."""
-    try:
-        result.report = hook(ctx.plan, result.ref)
-    except Exception as exc:
-        log.warning("after-sweep hook failed: %s", exc)

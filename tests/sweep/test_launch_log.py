@@ -9,8 +9,9 @@ import subprocess
 import pytest
 
 from gppo.grid import load_plan
-from gppo.sweep.launch import DONE, FAILED, RUNNING, CellState, LaunchResult
+from gppo.sweep.attempts import DONE, FAILED, RUNNING, CellState
 from gppo.sweep.progress_log import LaunchLog, eta_s, fmt_duration
+from gppo.sweep.result import LaunchResult
 
 from .conftest import env_without_ray, launcher_cmd, write_spec
 

@@ -8,9 +8,11 @@ from filelock import FileLock
 from gppo.grid import load_plan
 from gppo.store.tracking import cell_params
 from gppo.store.uri import resolve_tracking_uri, state_root
+from gppo.sweep.attempts import backoff
 from gppo.sweep.cluster import free_ports
 from gppo.sweep.dispatcher import submission_id
-from gppo.sweep.launch import LaunchBusy, Launcher, backoff
+from gppo.sweep.launch import Launcher
+from gppo.sweep.lock import LaunchBusy
 from gppo.sweep.session import sweep_state_dir
 
 from .conftest import write_spec

@@ -27,7 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from gppo import metrics as M
 from gppo.sweep.dispatcher import ACTIVE
-from gppo.sweep.launch import settle_orphan
+from gppo.sweep.reconcile import settle_orphan
 from gppo.sweep.tuning import attrs
 from gppo.sweep.tuning.jobs import trial_run
 from gppo.sweep.tuning.study import trial_handle
