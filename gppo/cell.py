@@ -75,9 +75,10 @@ class Cell:
         settings: the backend's own section after per-cell overrides, as validated by it (plain
             JSON values: what the run records and the config hash reads).
         settings_model: the same section as the backend's validated settings model, kept by the
-            grid expansion so no one validates it again (``None`` for a cell read back from JSON:
-            :meth:`gppo.backends.base.Backend.settings_of` validates it then). Not part of
-            equality, the hash or :meth:`to_dict`.
+            grid expansion (:meth:`keep_settings_model`) so no one validates it again. ``None``
+            for a cell read back from JSON or copied with ``dataclasses.replace`` (whose
+            ``settings`` may differ): :meth:`gppo.backends.base.Backend.settings_of` validates
+            ``settings`` then. Not part of equality, the hash or :meth:`to_dict`.
         benchmarks: evaluation benchmarks (empty: the backend's defaults for its domain).
         eval_k: samples per prompt for avg@k.
         resources: what the job holds.
@@ -92,7 +93,13 @@ class Cell:
     benchmarks: tuple[str, ...] = ()
     eval_k: int = 8
     resources: Resources = field(default_factory=Resources)
-    settings_model: Any = field(default=None, compare=False, repr=False)
+    settings_model: Any = field(default=None, init=False, compare=False, repr=False)
+
+    def keep_settings_model(self, model: Any) -> Cell:
+        """Attach ``model``, this cell's ``settings`` as validated by its backend (the grid
+        expansion's); returns the cell."""
+        object.__setattr__(self, "settings_model", model)
+        return self
 
     @property
     def divergence(self) -> str | None:

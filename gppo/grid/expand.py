@@ -235,11 +235,10 @@ class _Expander:
                         loss_params=params,
                         backend=spec.backend,
                         settings=settings,
-                        settings_model=settings_model,
                         benchmarks=benchmarks,
                         eval_k=spec.eval.k,
                         resources=_resources(res) if res else default_res,
-                    )
+                    ).keep_settings_model(settings_model)
                 )
         return out
 

@@ -1,7 +1,7 @@
 """``SweepRef``: where one sweep's results live, the handle from a launch to its report.
 
 The launcher holds every coordinate of its sweep (store, experiment, parent run, the run of each
-cell) and hands them over in :attr:`gppo.sweep.launch.LaunchResult.ref`;
+cell) and hands them over in :attr:`gppo.sweep.result.LaunchResult.ref`;
 :func:`gppo.analysis.write_report` reads the sweep through it without searching the store again.
 :func:`find_sweep` builds one for a sweep that ran earlier (``gppo-sweep report SPEC``).
 """

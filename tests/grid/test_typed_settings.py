@@ -51,3 +51,13 @@ def test_a_cell_from_json_validates_to_the_same_settings(cells):
         assert back.settings_model is None  # the model is not part of what a job receives
         assert back == cell and back.config_hash == cell.config_hash
         assert get_backend("local").settings_of(back) == cell.settings_model
+
+
+def test_a_copy_with_other_settings_is_validated_afresh(cells):
+    """``dataclasses.replace`` may change ``settings``: the copy keeps no stale model."""
+    from dataclasses import replace
+
+    cell = cells[0]
+    copy = replace(cell, settings={**cell.settings, "steps": 7})
+    assert copy.settings_model is None
+    assert get_backend("local").settings_of(copy).steps == 7
