@@ -26,21 +26,31 @@ def all_paper_cells():
     return {name: paper_cells(name) for name in PAPER_CONFIGS}
 
 
+class _Composed(dict):
+    """``composed[config, cell id]`` = (cell, overrides dict, composed cfg, built dataclasses):
+    the cell composed with verl's Hydra config and validated on first use, once per session
+    (about 1.2 s a cell: a test that reads one cell pays for one)."""
+
+    def __init__(self, cells: dict) -> None:
+        super().__init__()
+        self.cells = {(config, c.id): c for config, cs in cells.items() for c in cs}
+
+    def __missing__(self, key):
+        from gppo.backends.verl.overrides import build_overrides, cell_overrides
+        from gppo.backends.verl.settings import VerlSettings
+        from gppo.backends.verl.validate import compose_and_validate
+
+        cell = self.cells[key]
+        settings = VerlSettings.model_validate(cell.settings)
+        cfg, built = compose_and_validate(tuple(cell_overrides(cell, settings)))
+        self[key] = (cell, build_overrides(cell, settings), cfg, built)
+        return self[key]
+
+
 @pytest.fixture(scope="session")
 def composed(all_paper_cells):
-    """``{(config, cell id): (cell, overrides dict, composed cfg, built dataclasses)}``: every cell
-    composed with verl's Hydra config and validated once per session."""
-    from gppo.backends.verl.overrides import build_overrides, cell_overrides
-    from gppo.backends.verl.settings import VerlSettings
-    from gppo.backends.verl.validate import compose_and_validate
-
-    out = {}
-    for config, cells in all_paper_cells.items():
-        for cell in cells:
-            settings = VerlSettings.model_validate(cell.settings)
-            cfg, built = compose_and_validate(tuple(cell_overrides(cell, settings)))
-            out[config, cell.id] = (cell, build_overrides(cell, settings), cfg, built)
-    return out
+    """Every paper cell composed with verl's Hydra config and validated, on first use."""
+    return _Composed(all_paper_cells)
 
 
 def _install_cpu_platform() -> None:

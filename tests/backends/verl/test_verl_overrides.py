@@ -34,6 +34,7 @@ def _same(got, want) -> bool:
     return got == want
 
 
+@pytest.mark.slow  # 34 Hydra compositions, about 40 s
 @pytest.mark.parametrize("config", PAPER_CONFIGS)
 def test_every_cell_composes_and_validates(config, all_paper_cells, composed):
     cells = all_paper_cells[config]

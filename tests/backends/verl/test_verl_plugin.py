@@ -76,6 +76,7 @@ def _set_batch_info(actor, info):
     actor.global_batch_info.update(info)
 
 
+@pytest.mark.slow  # 12 Hydra compositions, about 15 s
 def test_gppo_loss_through_verl_equals_objectives(all_paper_cells, composed):
     grid = [c for c in all_paper_cells["paper-math"] if c.method == "gppo"]
     assert len(grid) == 12
