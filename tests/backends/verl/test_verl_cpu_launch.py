@@ -1,8 +1,8 @@
 """verl's whole trainer under ``gppo-sweep launch``, on this CPU: ``configs/verl-cpu-smoke.yaml``
 run from the verl CPU environment (vLLM's CPU build), with the faults a cluster produces, in one
-sweep of one cell (each verl attempt costs about 80 s of start-up on 2 cores): a killed vLLM
-engine, a hung one (stall detection), and the launcher with its Ray head SIGKILLed mid-cell; each
-retry or relaunch resumes from verl's checkpoint, and every training step is in the run once. Then
+sweep of one cell (each verl attempt costs 2-4 min of start-up on 2 cores): a hung vLLM engine
+(stall detection) and the launcher with its Ray head SIGKILLed mid-cell; the retry and the
+relaunch resume from verl's checkpoint, and every training step is in the run once. Then
 ``gppo-sweep check --train-step``: one real ``main_ppo`` step per cell.
 
 Nothing is mocked: real Ray heads, real verl and vLLM processes, a SQLite MLflow store.
@@ -31,9 +31,9 @@ from .conftest import REPO
 pytestmark = pytest.mark.slow
 
 PRESET = REPO / "configs" / "verl-cpu-smoke.yaml"
-#: the launch log's line of attempt 2's stall (gppo.sweep.attempts.Event.text: "stalled     <cell>
+#: the launch log's line of attempt 1's stall (gppo.sweep.attempts.Event.text: "stalled     <cell>
 #: attempt <n> stalled: <reason>")
-STALL_2 = "tv-mc-s0  attempt 2 stalled"
+STALL_1 = "tv-mc-s0  attempt 1 stalled"
 
 
 @pytest.fixture(scope="module")
@@ -126,16 +126,6 @@ def _vllm_engines() -> list[psutil.Process]:
     ]
 
 
-def _new_engines(old: psutil.Process) -> list[psutil.Process]:
-    """The vLLM engines running now other than ``old`` (a killed one may linger as a zombie)."""
-    alive = []
-    for proc in _vllm_engines():
-        with contextlib.suppress(psutil.NoSuchProcess):
-            if proc.pid != old.pid and proc.status() != psutil.STATUS_ZOMBIE:
-                alive.append(proc)
-    return alive
-
-
 def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_steps: int) -> dict:
     runs = _cell_runs(uri)
     assert sorted(runs) == sorted(cells)
@@ -154,22 +144,23 @@ def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_ste
 def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
-    """One sweep of tv-mc, every fault in turn:
+    """One sweep of tv-mc, one fault per attempt:
 
-    1. tv-mc's vLLM engine is killed (SIGKILL) after a logged, so checkpointed, step: verl fails
-       the attempt, or hangs on it until stall detection stops it; the retry resumes;
-    2. the retry's engine hangs (SIGSTOP) after a step of its own: verl waits forever, stall
-       detection stops the attempt, and the next attempt resumes;
-    3. once that attempt has logged a step of its own, the launcher and its Ray head are
-       SIGKILLed (a crashed laptop or login node); a relaunch resumes tv-mc from verl's
-       checkpoint in the same run and finishes the sweep.
+    1. tv-mc's vLLM engine hangs (SIGSTOP) after a logged, so checkpointed, step: verl waits
+       forever, stall detection stops the attempt, and the retry resumes. (A SIGKILLed engine
+       takes the same path with vLLM 0.32 on this CPU: verl hangs on it, and the attempt stalls
+       61 s later, as two runs of an earlier version of this test showed; a verl that fails the
+       attempt instead is retried the same way.)
+    2. once the retry has logged a step of its own, the launcher and its Ray head are SIGKILLed
+       (a crashed laptop or login node); a relaunch resumes tv-mc from verl's checkpoint in the
+       same run and finishes the sweep.
 
     The cell finishes with its evaluations, non-zero gradients and every training step once,
     and the relaunch prints its Table 1."""
     # A step with its checkpoint takes 1-3 s on two cores. The test acts on a step once verl's
     # metrics reach the run (mirrored every second here) and it has read them: with a 5-s mirror
     # and a fresh client per poll it once saw a step 28 steps late. Each fault needs a step of
-    # its own attempt, so 60 steps leave room for three faults however late each is seen.
+    # its own attempt, so 60 steps leave room for both faults however late each is seen.
     steps = 60
     spec = _spec(
         tmp_path,
@@ -187,22 +178,16 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
     relaunch: subprocess.Popen | None = None
     hung: list[psutil.Process] = []
     try:
-        # 1. the engine dies after a logged step
+        # 1. the engine hangs after a logged step
         a_new_step(0)
-        (engine,) = _vllm_engines()  # max_concurrent 1: the running cell's engine
-        engine.kill()
-        _wait(lambda: "submitted   tv-mc-s0  attempt 2" in log.read_text(), 600, "a retry", log)
-        # 2. the retry's engine hangs after a step of its own: its engine up (it starts before
-        # verl's first step), then a step past the run's steps
-        hung = _wait(lambda: _new_engines(engine), 600, "the retry's vLLM engine", log)
-        a_new_step(logged_step())
-        assert len(hung) == 1 and hung[0].is_running(), (hung, _new_engines(engine))
+        hung = _vllm_engines()  # max_concurrent 1: the running cell's engine
+        assert len(hung) == 1, hung
         hung[0].suspend()
-        _wait(lambda: STALL_2 in log.read_text(), 600, "the stall", log)
+        _wait(lambda: STALL_1 in log.read_text(), 600, "the stall", log)
         with contextlib.suppress(psutil.NoSuchProcess):  # the stop may have taken it already
             hung[0].kill()  # a stopped process cannot act on its parent's death
-        # 3. launcher and head killed once the third attempt has logged a step of its own
-        _wait(lambda: "running     tv-mc-s0  attempt 3" in log.read_text(), 600, "attempt 3", log)
+        # 2. launcher and head killed once the retry has logged a step of its own
+        _wait(lambda: "running     tv-mc-s0  attempt 2" in log.read_text(), 600, "attempt 2", log)
         a_new_step(logged_step())
         (cluster,) = tmp_path.glob(".gppo/*/cluster.json")
         head = psutil.Process(json.loads(cluster.read_text())["pid"])  # `ray start --head --block`
@@ -224,12 +209,12 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
             if launched is not None and launched.poll() is None:
                 os.killpg(launched.pid, signal.SIGKILL)
     out = log.read_text()
-    assert f"{STALL_2}: no new training step for" in out, out[-5000:]
+    assert f"{STALL_1}: no new training step for" in out, out[-5000:]
     assert "(retries.stall_timeout_s = 60)" in out, out[-5000:]  # since its own step, not start-up
     assert "\x1b[" not in out  # failure reasons without the terminal colours of Ray's log lines
     runs = _assert_finished_with_training(uri, ["tv-mc-s0"], 2, steps)
     # verl's own step metric carries the time each attempt logged it (train/score is copied by
-    # the entrypoint, possibly by the next attempt): attempts 1-3 logged 1..k, the relaunch k+1..
+    # the entrypoint, possibly by the next attempt): attempts 1-2 logged 1..k, the relaunch k+1..
     raw = _client(uri).get_metric_history(runs["tv-mc-s0"].info.run_id, "training/global_step")
     before = sorted(m.step for m in raw if m.timestamp / 1000 <= killed_at)
     after = sorted(m.step for m in raw if m.timestamp / 1000 > killed_at)
