@@ -16,6 +16,12 @@
    (the backend protocol: :mod:`gppo.backends.cell_run`).
 
 Outside a sweep (no ``MLFLOW_RUN_ID``) it trains and prints the scores, logging nothing.
+
+More than one process (``num_gpus: N > 1``, or ``num_processes`` on a CPU): the backend's job
+runs this module under ``accelerate launch`` (:meth:`~gppo.backends.trl.backend.TrlBackend.job`),
+one data-parallel process per GPU. Every process trains (TRL splits each step's samples across
+them and averages the gradients); only the main one evaluates, logs into the run (each step's
+metrics averaged over the processes) and tags it finished, while the others wait at a barrier.
 """
 
 from __future__ import annotations
@@ -31,18 +37,50 @@ from gppo.backends.cell_run import CellRun
 from gppo.backends.trl.realmodel import CellParts
 from gppo.backends.trl.settings import TrlSettings
 from gppo.cell import Cell
+from gppo.errors import BackendError
 
 #: The step of the checkpoint a retried attempt resumed from (logged at the run's last step then).
 RESUMED_FROM = "perf/resumed_from_step"
+#: How long a process waits at a barrier (or any collective) for the others: the main process
+#: evaluates alone meanwhile, and the launcher's stall detection, not this, catches a hang.
+BARRIER_TIMEOUT_S = 6 * 3600
+
+
+def process_state(s: TrlSettings) -> Any:
+    """accelerate's ``PartialState`` of this process (one process, or one of ``accelerate
+    launch``'s; CPU processes talk over gloo), set up before TRL's so that barriers wait
+    ``BARRIER_TIMEOUT_S``; raises a one-line :class:`BackendError` when this machine has fewer
+    CUDA GPUs than ``num_gpus``."""
+    from datetime import timedelta
+
+    import torch
+    from accelerate import PartialState
+
+    if s.num_gpus and torch.cuda.device_count() < s.num_gpus:
+        raise BackendError(
+            f"num_gpus: {s.num_gpus} but this machine shows {torch.cuda.device_count()} CUDA "
+            "GPUs; lower num_gpus or run where that many are free"
+        )
+    return PartialState(cpu=s.num_gpus == 0, timeout=timedelta(seconds=BARRIER_TIMEOUT_S))
+
+
+def _wait_for_everyone() -> None:
+    """A barrier of the cell's processes (none with one). The state is asked afresh: TRL's
+    ``TrainingArguments`` resets accelerate's state and sets it up again on the same process
+    group."""
+    from accelerate import PartialState
+
+    PartialState().wait_for_everyone()
 
 
 def grpo_config(s: TrlSettings, seed: int, output_dir: Path, max_new_tokens: int) -> Any:
     """TRL's ``GRPOConfig`` for these settings: one generation batch of ``prompts_per_step * G``
-    samples split into ``minibatches`` updates (``steps_per_generation``), no shuffling of the
+    samples split into ``minibatches`` updates (``steps_per_generation``; each update's samples
+    split across the ``processes``), no shuffling of the
     dataset (the stream is already the testbed's), nothing reported elsewhere."""
     from trl import GRPOConfig
 
-    per_update = s.samples_per_step // s.minibatches
+    per_update = s.samples_per_step // (s.minibatches * s.processes)  # per process
     return GRPOConfig(
         output_dir=str(output_dir),
         seed=seed,
@@ -71,6 +109,7 @@ def grpo_config(s: TrlSettings, seed: int, output_dir: Path, max_new_tokens: int
         use_vllm=s.use_vllm,
         vllm_mode=s.vllm_mode,
         use_cpu=s.num_gpus == 0,
+        ddp_timeout=BARRIER_TIMEOUT_S,
         save_strategy="steps",
         save_steps=s.save_every * s.updates_per_step,
         save_total_limit=1,
@@ -92,13 +131,15 @@ class _StepLogger:
     """TRL callback: at the end of each generation batch's updates, its metrics into the run
     (steps the run already has are not logged again: a resumed attempt retrains them)."""
 
-    def __init__(self, trainer: Any, s: TrlSettings, run: CellRun | None, start: float) -> None:
-        self.trainer, self.s, self.run, self.start = trainer, s, run, start
+    def __init__(
+        self, trainer: Any, s: TrlSettings, run: CellRun | None, start: float, main: bool = True
+    ) -> None:
+        self.trainer, self.s, self.run, self.start, self.main = trainer, s, run, start, main
         self.logged = run.last_step() if run is not None else 0
 
     def __call__(self, step: int, values: dict[str, float]) -> None:
         wall = time.perf_counter() - self.start
-        if step % 5 == 0 or step == self.s.steps:
+        if self.main and (step % 5 == 0 or step == self.s.steps):
             print(f"[trl] step {step} score {values.get('score', 0):.3f} {wall:.1f}s", flush=True)
         if self.run is not None and step > self.logged:
             self.run.log_train_step(step, values, wall_time_s=wall)
@@ -138,7 +179,9 @@ def testbed_parts(s: TrlSettings, cell: Cell, benchmarks: list[str]) -> CellPart
         ]
 
     def score(model: Any, model_dir: Path | None) -> dict[str, float]:
-        return score_model_dir(model_dir, s.domain, benchmarks, cell.eval_k, s.eval_seed)
+        return score_model_dir(
+            model_dir, s.domain, benchmarks, cell.eval_k, s.eval_seed, s.val_temperature
+        )
 
     dtype = torch.bfloat16 if s.dtype == "bfloat16" else torch.float32
     model = AutoModelForCausalLM.from_pretrained(assets.model_dir, dtype=dtype)
@@ -146,8 +189,21 @@ def testbed_parts(s: TrlSettings, cell: Cell, benchmarks: list[str]) -> CellPart
     return CellParts(model, tokenizer, data, reward, score, base_dir=assets.model_dir)
 
 
+def weights_line(trainer: Any) -> str:
+    """This process's trained policy in one line: its rank, TRL's optimiser updates, and the sum
+    of its weights (float64); data-parallel processes print the same updates and sum."""
+    state = trainer.accelerator.state
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    total = sum(float(p.detach().double().sum()) for p in model.parameters())
+    return (
+        f"process {state.process_index} of {state.num_processes}: "
+        f"{trainer.state.global_step} updates, weights sum {total:.12e}"
+    )
+
+
 def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
-    """Train and score one cell (the module docstring's four parts); returns the final scores."""
+    """Train and score one cell (the module docstring's four parts); returns the final scores
+    (on a process other than the main one: ``{}``, and ``run`` must be ``None`` there)."""
     import torch
     from transformers.trainer_callback import PrinterCallback
     from transformers.trainer_utils import get_last_checkpoint
@@ -158,6 +214,10 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
 
     t0 = time.perf_counter()
     s = TrlSettings.model_validate(cell.settings)
+    state = process_state(s)
+    main = state.is_main_process
+    if run is not None and not main:
+        raise BackendError(f"process {state.process_index} of {cell.id}: only the main one logs")
     torch.set_num_threads(s.num_threads)
     benchmarks = list(cell.benchmarks) or list(get_backend("trl").default_benchmarks(s))
     loss_fn, agg = make_loss(cell.method, cell.loss_params)  # fail fast on bad params
@@ -170,14 +230,20 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     use_mask_positions(parts.model)
 
     def score(model: Any, model_dir: Path | None, step: int) -> dict[str, float]:
-        scores = parts.score(model, model_dir)
-        print(f"[trl] step {step} avg@{cell.eval_k}: {scores}", flush=True)
-        if run is not None:
-            run.log_evaluation(scores, step, once=True)
+        """The main process scores and logs; the others wait for it."""
+        scores: dict[str, float] = {}
+        if main:
+            scores = parts.score(model, model_dir)
+            print(f"[trl] step {step} avg@{cell.eval_k}: {scores}", flush=True)
+            if run is not None:
+                run.log_evaluation(scores, step, once=True)
+        _wait_for_everyone()
         return scores
 
     if run is None or 0 not in run.evaluated_steps():
         score(parts.model, parts.base_dir, 0)
+    else:
+        _wait_for_everyone()  # every process decides the same way
     out_dir = cell_checkpoint_dir(cell, s)
     resume = get_last_checkpoint(str(out_dir)) if out_dir.is_dir() else None
     trainer = GppoGRPOTrainer(
@@ -189,7 +255,7 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
         loss_fn=loss_fn,
         loss_agg_mode=agg,
     )
-    trainer.on_step = _StepLogger(trainer, s, run, t0)
+    trainer.on_step = _StepLogger(trainer, s, run, t0, main)
     trainer.add_callback(_callback(trainer, s))
     trainer.remove_callback(PrinterCallback)  # its dict per update: the job log has our step lines
     if resume:
@@ -200,15 +266,19 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     t_train = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume)
     t_train = time.perf_counter() - t_train
+    print(f"[trl] {weights_line(trainer)}", flush=True)
     final_dir = out_dir / "final"
-    trainer.save_model(str(final_dir))
-    parts.tokenizer.save_pretrained(str(final_dir))
+    trainer.save_model(str(final_dir))  # every process (the main one writes)
+    if main:
+        parts.tokenizer.save_pretrained(str(final_dir))
+    _wait_for_everyone()
     scores = score(trainer.accelerator.unwrap_model(trainer.model), final_dir, s.steps)
     if run is not None:
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
         perf = {"perf/train_s": t_train, "perf/total_s": time.perf_counter() - t0}
-        run.log({**perf, "perf/peak_rss_mb": peak_mb}, s.steps)
+        run.log({**perf, "perf/peak_rss_mb": peak_mb, "perf/processes": s.processes}, s.steps)
         run.finish(s.steps)
+    _wait_for_everyone()
     return scores
 
 
@@ -217,7 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cell", required=True, help="the resolved Cell as JSON (the dispatcher's)")
     args = p.parse_args(argv)
     cell = Cell.from_json(args.cell)
-    run = CellRun.attach(eval_k=cell.eval_k, benchmarks=cell.benchmarks)
+    state = process_state(TrlSettings.model_validate(cell.settings))
+    # only the main process of ``accelerate launch`` writes to the run
+    run = None
+    if state.is_main_process:
+        run = CellRun.attach(eval_k=cell.eval_k, benchmarks=cell.benchmarks)
     run_cell(cell, run)
     return 0
 

@@ -1,4 +1,6 @@
-"""The ``trl`` backend: one cell = one ``python -m gppo.backends.trl --cell <json>`` job."""
+"""The ``trl`` backend: one cell = one ``python -m gppo.backends.trl --cell <json>`` job; a cell of
+more than one process (``num_gpus: N > 1``, or ``num_processes`` on a CPU) runs that module under
+``accelerate launch`` (:func:`launch_argv`)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,8 @@ JOB_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELI
 
 @register_backend
 class TrlBackend(Backend):
-    """TRL's ``GRPOTrainer`` with the cell's loss, on one node (a CPU, or one GPU)."""
+    """TRL's ``GRPOTrainer`` with the cell's loss, on one node (a CPU, one GPU, or N GPUs as N
+    data-parallel processes)."""
 
     name = "trl"
     settings_model = TrlSettings
@@ -68,6 +71,8 @@ class TrlBackend(Backend):
         return prepare(input_path, output_path, source, split=split, skip_invalid=skip_invalid)
 
     def job(self, cell: Cell) -> Job:
+        """The cell's process (or ``accelerate launch`` of its processes), asking Ray for
+        ``num_gpus`` GPUs and, for CPU processes, at least one CPU each."""
         s: TrlSettings = self.settings_of(cell)  # type: ignore[assignment]
         env = dict(JOB_ENV)
         if s.num_threads > 1:
@@ -75,5 +80,23 @@ class TrlBackend(Backend):
         resources = cell.resources
         if s.num_gpus and resources.num_gpus < s.num_gpus:
             resources = dataclasses.replace(resources, num_gpus=float(s.num_gpus))
-        argv = (sys.executable, "-m", self.entrypoint_module, "--cell", cell.to_json())
+        if not s.num_gpus and resources.num_cpus < s.processes:
+            resources = dataclasses.replace(resources, num_cpus=float(s.processes))
+        module = ("-m", self.entrypoint_module, "--cell", cell.to_json())
+        argv = (sys.executable, *launch_argv(s), *module)
         return Job(argv=argv, env=env, resources=resources)
+
+
+def launch_argv(s: TrlSettings) -> tuple[str, ...]:
+    """What goes between the interpreter and ``-m gppo.backends.trl``: nothing for one process;
+    ``accelerate launch`` of ``s.processes`` data-parallel processes otherwise (its torchrun
+    route, ``--multi_gpu``, which on a CPU runs gloo processes: ``accelerate launch --cpu`` starts
+    one process unless MPI is set up), on a free port of the node, precision as the cell's."""
+    if s.processes == 1:
+        return ()
+    precision = "bf16" if s.dtype == "bfloat16" else "no"
+    return (
+        "-m", "accelerate.commands.launch", "--multi_gpu",
+        "--num_processes", str(s.processes), "--num_machines", "1",
+        "--main_process_port", "0", "--mixed_precision", precision, "--dynamo_backend", "no",
+    )  # fmt: skip

@@ -13,7 +13,7 @@ Data are the parquet files ``gppo-sweep data prepare -b trl`` writes (verl's RL 
   completion's ``score`` from :func:`gppo.backends.verl.reward.compute_score` (the scorer verl's
   cells use, by ``data_source``);
 * :class:`Evaluator` scores a model: avg@k per benchmark, k samples per prompt at the cell's
-  temperature, each counted by ``compute_score``'s ``acc`` (0 or 1), averaged over (prompt,
+  ``val_temperature``, each counted by ``compute_score``'s ``acc`` (0 or 1), averaged over (prompt,
   sample), as verl's ``mean@k`` validation does.
 """
 
@@ -153,7 +153,7 @@ def reward(
 # --- evaluation ---------------------------------------------------------------------------------
 class Evaluator:
     """avg@k of a model on each benchmark's rows (``{benchmark: rows}``, as :func:`read_rows`):
-    k samples per prompt at ``temperature`` (top-p 1, no top-k, no repetition penalty: TRL's
+    k samples per prompt at ``val_temperature`` (top-p 1, no top-k, no repetition penalty: TRL's
     sampling), ``max_new_tokens`` each, batched ``eval_batch_size`` sequences at a time, seeded
     with ``eval_seed`` (the caller's random state is left as it was)."""
 
@@ -205,7 +205,7 @@ class Evaluator:
             input_ids=batch["input_ids"],
             attention_mask=batch["attention_mask"],
             do_sample=True,
-            temperature=self.s.temperature,
+            temperature=self.s.val_temperature,
             top_p=1.0,
             top_k=0,
             repetition_penalty=1.0,
@@ -244,7 +244,7 @@ def missing_paths(s: TrlSettings) -> list[str]:
 
 
 def load(s: TrlSettings, benchmarks: Sequence[str], k: int) -> CellParts:
-    """Model and tokenizer from ``model_path`` (on the GPU with ``num_gpus: 1``), the training
+    """Model and tokenizer from ``model_path`` (on this process's GPU with ``num_gpus``), the training
     rows of ``train_file``, the reward, and an :class:`Evaluator` over ``benchmarks``'
     ``val_files`` (every data source's scorer checked before anything trains)."""
     import torch
@@ -275,7 +275,9 @@ def load(s: TrlSettings, benchmarks: Sequence[str], k: int) -> CellParts:
     dtype = torch.bfloat16 if s.dtype == "bfloat16" else torch.float32
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype)
     if s.num_gpus:
-        model = model.to("cuda")
+        from accelerate import PartialState
+
+        model = model.to(PartialState().device)
     return CellParts(
         model=model,
         tokenizer=tokenizer,

@@ -13,6 +13,13 @@ Two routes. ``testbed: true`` (the default) trains the CPU testbed's exported ba
 ``train_file``, ``val_files``, ``max_prompt_length`` and ``domain`` mean the same under ``verl:``
 and ``trl:``), rewarded and scored by :func:`gppo.backends.verl.reward.compute_score`
 (:mod:`gppo.backends.trl.realmodel`).
+
+Processes. ``num_gpus: 0`` trains on the CPU, ``num_gpus: 1`` on one CUDA GPU, both in one
+process. ``num_gpus: N`` (N > 1) runs the cell as N data-parallel processes under
+``accelerate launch`` (one per GPU; TRL's ``GRPOTrainer`` splits each step's samples across
+them), and ``num_processes: N`` with ``num_gpus: 0`` does the same on a CPU (gloo): each step's
+``prompts_per_step * group_size`` samples must split evenly into ``minibatches`` updates on every
+process. Only the first process evaluates and logs.
 """
 
 from __future__ import annotations
@@ -62,6 +69,9 @@ class TrlSettings(BaseModel):
     weight_decay: float = Field(0.0, ge=0)
     grad_clip: float | None = Field(1.0, gt=0)
     temperature: float = Field(1.0, gt=0)
+    #: the evaluation's sampling temperature (avg@k, both routes), as verl's ``val_temperature``
+    #: (same name, same default: a section moves between ``verl:`` and ``trl:``)
+    val_temperature: float = Field(1.0, gt=0)
     max_new_tokens: int | None = Field(
         None, ge=1, description="None: the testbed domain's budget, or 1024 for testbed: false"
     )
@@ -69,7 +79,12 @@ class TrlSettings(BaseModel):
     gradient_checkpointing: bool = False
     use_vllm: bool = Field(False, description="generate with vLLM (a GPU, vLLM installed)")
     vllm_mode: Literal["colocate", "server"] = "colocate"
-    num_gpus: int = Field(0, ge=0, description="0: CPU; 1: one CUDA GPU")
+    num_gpus: int = Field(
+        0, ge=0, description="0: CPU; N: N CUDA GPUs, one data-parallel process on each"
+    )
+    num_processes: int = Field(
+        1, ge=1, description="num_gpus: 0: data-parallel CPU processes (gloo); else num_gpus"
+    )
     num_threads: int = Field(1, ge=1, description="torch threads of the cell (CPU)")
     eval_seed: int = Field(1234, description="the evaluation's sampling seed (avg@k)")
     save_every: int = Field(10, ge=1, description="steps between checkpoints (resume)")
@@ -86,10 +101,20 @@ class TrlSettings(BaseModel):
                 f"minibatches: {self.minibatches} must divide prompts_per_step * group_size "
                 f"({self.prompts_per_step * self.group_size} samples per step)"
             )
-        if self.num_gpus > 1:
-            raise ValueError("num_gpus: at most 1 (one process; multi-GPU TRL is not wired yet)")
+        if self.num_gpus and self.num_processes not in (1, self.num_gpus):
+            raise ValueError(
+                f"num_processes: {self.num_processes} is for num_gpus: 0 (CPU); with num_gpus: "
+                f"{self.num_gpus} the cell runs one process per GPU (leave num_processes out)"
+            )
+        n = self.processes
+        if n > 1 and self.samples_per_step % (self.minibatches * n):
+            field = "num_gpus" if self.num_gpus else "num_processes"
+            raise ValueError(
+                f"prompts_per_step * group_size ({self.samples_per_step} samples per step) must "
+                f"divide across minibatches: {self.minibatches} x {field}: {n} (processes)"
+            )
         if self.use_vllm and self.num_gpus == 0:
-            raise ValueError("use_vllm: true needs num_gpus: 1 (vLLM generation on a GPU)")
+            raise ValueError("use_vllm: true needs num_gpus >= 1 (vLLM generation on a GPU)")
         return self
 
     def _check_route(self) -> None:
@@ -130,6 +155,11 @@ class TrlSettings(BaseModel):
     def updates_per_step(self) -> int:
         """TRL optimiser steps (its ``global_step``) per generation batch."""
         return self.minibatches * self.ppo_epochs
+
+    @property
+    def processes(self) -> int:
+        """Data-parallel training processes: one per GPU, or ``num_processes`` on a CPU."""
+        return self.num_gpus or self.num_processes
 
     @property
     def samples_per_step(self) -> int:

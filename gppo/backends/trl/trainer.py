@@ -6,8 +6,8 @@ own helper (``_get_per_token_logps_and_entropies``), π_old from the batch
 current log-prob, as in TRL), the advantages are TRL's (group-normalised, broadcast over tokens),
 and the loss is ``gppo.objectives``' (the call the testbed and the verl plugin make:
 :func:`gppo.backends.local.train.make_loss`). Its diagnostics (clip fractions per side and per
-μ bucket, approx KL, …) are averaged over the step's updates and handed to ``on_step`` once per
-generation batch.
+μ bucket, approx KL, …) are averaged over the step's updates (and, with more than one process,
+over the processes) and handed to ``on_step`` once per generation batch.
 
 Position ids. TRL's log-prob forward passes only ``input_ids`` and ``attention_mask``; a model with
 learned absolute positions (GPT-2, the testbed's base) then scores a left-padded prompt at
@@ -19,6 +19,7 @@ a caller passes none (``tests/backends/trl/test_trl_positions.py`` fails without
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -102,11 +103,36 @@ class GppoGRPOTrainer(GRPOTrainer):
                 self._acc.setdefault(key, []).append(float(value))
         return loss
 
+    # --- resume ------------------------------------------------------------------------------------
+    def _load_optimizer_and_scheduler(self, checkpoint: str | None) -> None:
+        """TRL's, except for CPU processes (``num_processes`` > 1): transformers then loads the
+        optimiser state onto ``args.device``, ``cpu:0``, a location ``torch.load`` cannot
+        restore (transformers 5); the same files are loaded onto ``cpu`` instead."""
+        if checkpoint is None or self.args.world_size == 1 or self.args.device.type != "cpu":
+            super()._load_optimizer_and_scheduler(checkpoint)
+            return
+        from transformers.trainer import OPTIMIZER_NAME, SCHEDULER_NAME
+
+        for name, target in ((OPTIMIZER_NAME, self.optimizer), (SCHEDULER_NAME, self.lr_scheduler)):
+            path = Path(checkpoint) / name
+            if path.is_file():
+                target.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+
     # --- one step (generation batch) done -----------------------------------------------------------
     def step_done(self, step: int) -> None:
-        """Hand the step's metrics (means over its updates) to ``on_step`` and start anew."""
+        """Hand the step's metrics (means over its updates and processes) to ``on_step`` and
+        start anew (every process calls it at the same step: the mean is a collective)."""
         values = {k: sum(v) / len(v) for k, v in self._acc.items() if v}
         values.update(self._batch)
         self._acc = {}
+        if self.accelerator.num_processes > 1:
+            values = self._mean_over_processes(values)
         if self.on_step is not None:
             self.on_step(step, values)
+
+    def _mean_over_processes(self, values: dict[str, float]) -> dict[str, float]:
+        """Each value's mean over the processes (all report the same keys: the same loss)."""
+        keys = sorted(values)
+        local = torch.tensor([values[k] for k in keys], dtype=torch.float64)
+        mean = self.accelerator.reduce(local.to(self.accelerator.device), reduction="mean")
+        return dict(zip(keys, mean.tolist(), strict=True))

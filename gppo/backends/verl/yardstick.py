@@ -28,10 +28,16 @@ def final_hf_dir(checkpoint_dir: str | Path, step: int) -> Path:
 
 
 def score_model_dir(
-    model_dir: str | Path, domain: str, benchmarks: Sequence[str], k: int, seed: int
+    model_dir: str | Path,
+    domain: str,
+    benchmarks: Sequence[str],
+    k: int,
+    seed: int,
+    temperature: float = 1.0,
 ) -> dict[str, float]:
-    """``{benchmark: avg@k}`` of a GPT-2 directory, by the testbed's own evaluator (one thread,
-    as a testbed cell: the same float reduction order, so the base scores its shipped record)."""
+    """``{benchmark: avg@k}`` of a GPT-2 directory, by the testbed's own evaluator at
+    ``temperature`` (one thread, as a testbed cell: the same float reduction order, so the base
+    scores its shipped record at temperature 1)."""
     import torch
 
     from gppo.backends.local.evaluate import evaluate
@@ -42,6 +48,8 @@ def score_model_dir(
     torch.set_num_threads(1)
     try:
         policy = import_policy(model_dir)
-        return evaluate(policy, get_domain(domain), list(benchmarks), k, seed)
+        return evaluate(
+            policy, get_domain(domain), list(benchmarks), k, seed, temperature=temperature
+        )
     finally:
         torch.set_num_threads(threads)
