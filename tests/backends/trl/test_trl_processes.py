@@ -133,3 +133,19 @@ def _trained(out: str) -> dict[str, str]:
     assert set(trained) == {"0", "1"}, out[-3000:]
     assert trained["0"] == trained["1"], trained
     return trained
+
+
+def test_more_gpus_than_the_machine_shows_are_refused_in_one_line():
+    """The cell's processes refuse, before any set-up, to run on fewer CUDA GPUs than
+    ``num_gpus`` (this machine's count, here none or one)."""
+    import torch
+
+    from gppo.backends.trl.__main__ import process_state
+    from gppo.errors import BackendError
+
+    n = torch.cuda.device_count() + 1
+    s = TrlSettings(num_gpus=n, prompts_per_step=4 * n)
+    with pytest.raises(BackendError) as info:
+        process_state(s)
+    message = str(info.value)
+    assert "\n" not in message and f"num_gpus: {n}" in message, message
