@@ -141,7 +141,10 @@ class Launcher:
                 disp = ctx.dispatcher()
             except OSError as exc:  # the Jobs API did not answer at all (refused, timed out)
                 raise cluster_silent(ctx, self.unreachable_timeout_s, exc) from None
-            self.watch = Watch(ctx, self.unreachable_timeout_s, self._event)
+            limit_s = self.plan.spec.tracking.unreachable_timeout_s
+            self.watch = Watch(
+                ctx, self.plan.source, self.unreachable_timeout_s, limit_s, self._event
+            )
             self.driver = AttemptDriver(
                 disp, Limits(self.retries, self.backend),
                 job_for=lambda cell: self._served(self.backend.job(cell)),

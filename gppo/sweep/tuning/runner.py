@@ -11,7 +11,8 @@ launch's cells do: one status request per cycle for all running trials, the grid
 trial is FAIL only after the last), and the outage clocks of ``ray.unreachable_timeout_s`` and
 ``tracking.unreachable_timeout_s`` (while the tracking server is away no trial is started or
 ended; past either limit the tuner stops and leaves its trials RUNNING for the next tuner's
-recovery). A job that succeeded is told COMPLETE with its objective, never retried.
+recovery; those checks are the launcher's :class:`~gppo.sweep.watch.Watch`, with the tuner's
+lines). A job that succeeded is told COMPLETE with its objective, never retried.
 
 Done = COMPLETE + PRUNED trials of the study (whoever ran them); FAIL trials do not count, so a
 crash never shortens the study. Trials RUNNING in another live tuner are counted as in flight.
@@ -34,9 +35,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
-from gppo.errors import ClusterUnreachable, TrackingUnreachable, TuneError
+from gppo.errors import ClusterUnreachable, StoreFull, TrackingUnreachable, TuneError
 from gppo.grid import SpecError
-from gppo.store.health import fail_fast, is_unreachable_error, tracking_unreachable
+from gppo.store.health import fail_fast
 from gppo.store.uri import resolve_tracking_uri
 from gppo.sweep.attempts import (
     ENDING,
@@ -48,7 +49,6 @@ from gppo.sweep.attempts import (
     CellState,
     Event,
     Limits,
-    reason,
 )
 from gppo.sweep.dispatcher import Attempt
 from gppo.sweep.guard import check_store_reachable, resolve_address
@@ -63,12 +63,19 @@ from gppo.sweep.tuning.recovery import recover
 from gppo.sweep.tuning.space import suggest
 from gppo.sweep.tuning.spec import TuneSpec
 from gppo.sweep.tuning.study import make_storage, open_study, storage_url
+from gppo.sweep.watch import Left, Watch
 
 log = logging.getLogger(__name__)
 
 
-#: what a tuner that gives up on a service leaves, and what to do
-LEFT = "the trials are left RUNNING: tune again once it answers"
+#: what a tuner that gives up leaves, and what to do (the next tuner recovers its trials)
+LEFT = Left(
+    outage="the trials are left RUNNING: tune again once it answers",
+    head="their trials are left RUNNING for the next tuner, which starts a new head, tells "
+    "them FAIL and asks for new ones",
+    disk_full="the tuner stopped, its trials are left RUNNING: free space on that disk and "
+    "tune again (finished trials are kept)",
+)
 #: the driver's events a study prints (its own lines say when a trial starts, ends or fails)
 SHOWN = ("retrying", "stalled", "outage", "recovered")
 
@@ -131,18 +138,21 @@ class Tuner:
         enqueue_default(self.spec, self.study)
         self.session = open_study_session(grid, self.spec.name, self.spec.study_name)
         self.disp = self.session.dispatcher()
-        self.cluster = OutageClock(
-            "cluster", self.disp.cluster.address, grid.ray.unreachable_timeout_s, self._outage
+        self.watch = Watch(
+            self.session,
+            self.spec.file,
+            grid.ray.unreachable_timeout_s,
+            grid.tracking.unreachable_timeout_s,
+            self._outage,
+            left=LEFT,
         )
-        uri = self.disp.tracking.uri
-        limit = grid.tracking.unreachable_timeout_s
-        self.tracking = OutageClock("tracking", uri, limit, self._outage)
         self.driver = AttemptDriver(
             self.disp,
             Limits(grid.retries, get_backend(grid.backend)),
-            cluster=self.cluster,
+            cluster=self.watch.cluster,
             emit=self._event,
             submit=self._submit,
+            head_gone=self.watch.head_gone,
         )
 
     def _event(self, event: Event) -> None:
@@ -151,7 +161,7 @@ class Tuner:
 
     def _outage(self, kind: str, clock: OutageClock) -> None:
         self._event(Event.of(kind, clock))
-        if kind == "recovered" and clock is self.tracking:  # no step could be read meanwhile
+        if kind == "recovered" and clock is self.watch.tracking:  # no step could be read meanwhile
             self.driver.pause_stall_clocks([a.st for a in self.active.values()], clock.last_down_s)
 
     def _submit(self, st: CellState) -> Attempt:
@@ -194,14 +204,14 @@ class Tuner:
                                 f"{self.failures} trials failed (max_failures={max_failures}); "
                                 f"last: {self.last_failure}"
                             )
-                    elif tracking_ok and not self.cluster.down:  # one try per free slot
+                    elif tracking_ok and not self.watch.cluster.down:  # one try per free slot
                         for _ in range(self.spec.n_parallel - len(self.active)):
                             if done + len(self.active) + others < t.n_trials:
                                 self._launch()
                     self._heartbeat()
                     self.progress.update(self)
                     stop.wait(t.poll_s)
-        except (ClusterUnreachable, TrackingUnreachable):
+        except (ClusterUnreachable, TrackingUnreachable, StoreFull):
             raise  # its trials stay RUNNING: the next tuner recovers them
         except BaseException:
             self._abandon("the tuner was interrupted")
@@ -254,11 +264,10 @@ class Tuner:
             with fail_fast(self.disp.tracking.uri):
                 started = self.driver.start(a.st)
         except Exception as err:  # the store went away: the trial is submitted once it is back
-            if not is_unreachable_error(err):
+            if not self.watch.store_error(err):  # a full disk raises StoreFull
                 del self.active[trial.number]
                 self.fail(trial, f"submit failed: {err}")
                 return
-            self.tracking.failed(reason(err))
             started = False
         if started:
             self.progress.event(
@@ -307,10 +316,8 @@ class Tuner:
         server answers) their new values, prunes, endings, retries and stalls. False while the
         tracking server is away (nothing is started or ended)."""
         self.driver.poll([a.st for a in self.active.values()])
-        self.cluster.check(ClusterUnreachable, self.spec.file, LEFT)
-        answers = self.tracking.observe(tracking_unreachable(self.disp.tracking.uri))
-        self.tracking.check(TrackingUnreachable, self.spec.file, LEFT)
-        if not answers:
+        self.watch.check_cluster()
+        if not self.watch.tracking_answers():
             return False
         with fail_fast(self.disp.tracking.uri):  # an outage mid-cycle raises, not blocks
             for number, a in list(self.active.items()):
@@ -325,7 +332,7 @@ class Tuner:
     def _poll_one(self, number: int, a: Active) -> None:
         st = a.st
         if st.state in (PENDING, WAITING):  # not taken by the cluster yet, or a retry
-            if st.ready_at <= time.time() and not self.cluster.down and self.driver.start(st):
+            if st.ready_at <= time.time() and not self.watch.cluster.down and self.driver.start(st):
                 a.last_step = -1  # the new attempt's run logs from its first step
                 self.progress.event(f"trial {number} attempt {st.attempt} started (job {a.job_id})")
             elif st.state == FAILED and st.run_id:
