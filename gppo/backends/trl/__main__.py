@@ -215,6 +215,12 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     t0 = time.perf_counter()
     s = TrlSettings.model_validate(cell.settings)
     state = process_state(s)
+    if state.num_processes != s.processes:
+        raise BackendError(
+            f"{cell.id}: its settings ask {s.processes} processes but this is one of "
+            f"{state.num_processes}; run it as the backend's job does (accelerate launch, "
+            f"--num_processes {s.processes})"
+        )
     main = state.is_main_process
     if run is not None and not main:
         raise BackendError(f"process {state.process_index} of {cell.id}: only the main one logs")

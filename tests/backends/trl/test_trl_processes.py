@@ -149,3 +149,15 @@ def test_more_gpus_than_the_machine_shows_are_refused_in_one_line():
         process_state(s)
     message = str(info.value)
     assert "\n" not in message and f"num_gpus: {n}" in message, message
+
+
+def test_a_cell_of_two_processes_run_as_one_is_refused_in_one_line(tmp_path):
+    """Without ``accelerate launch`` each process would take half of every step for the whole."""
+    from gppo.backends.trl.__main__ import run_cell
+    from gppo.errors import BackendError
+
+    cell = _cell(num_processes=2, prompts_per_step=2, checkpoint_dir=str(tmp_path / "ckpt"))
+    with pytest.raises(BackendError) as info:
+        run_cell(cell, None)
+    message = str(info.value)
+    assert "\n" not in message and "2 processes" in message and "accelerate launch" in message
