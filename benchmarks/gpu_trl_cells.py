@@ -127,7 +127,7 @@ def run_case(case: str, seed: int, work: Path, steps: int | None, gpus: int) -> 
     import torch
 
     from gppo.backends.trl.__main__ import run_cell
-    from gppo.grid.plan import load_plan
+    from gppo.grid.load import load_plan
 
     path = work / f"{case}-s{seed}.yaml"
     path.write_text(yaml.safe_dump(spec_for(case, seed, work, steps, gpus)))

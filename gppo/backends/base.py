@@ -107,7 +107,7 @@ class Backend(ABC):
     def preflight(
         self, plan: Any, spec_path: str, say: Callable[[str], None], *, train_step: bool = False
     ) -> list[CellCheck]:
-        """``gppo-sweep check``: check each cell of ``plan`` (a :class:`~gppo.grid.plan.Plan`)
+        """``gppo-sweep check``: check each cell of ``plan`` (a :class:`~gppo.grid.load.Plan`)
         on this machine before anything is launched, one line per cell through ``say``;
         ``train_step``: also one real training step where the backend can. Default: the backend
         has none (:class:`~gppo.errors.BackendError`)."""

@@ -82,7 +82,7 @@ def plan(
 ) -> None:
     """Show the cells of a spec: coordinates, δ, proximal region at μ = 0.01/0.1/0.5/0.9, seed, and
     each cell's exact job command."""
-    from gppo.grid.plan import fmt_interval, plan_rows
+    from gppo.grid.load import fmt_interval, plan_rows
 
     p = _plan(spec)
     rows = plan_rows(p)

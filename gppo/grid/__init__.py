@@ -9,8 +9,15 @@ convert between a spec's YAML shape (the backend's section named after it) and :
 from gppo.cell import Cell, Resources
 from gppo.grid.errors import SpecError
 from gppo.grid.expand import expand, sweep_id
-from gppo.grid.load import load_spec, parse_spec, spec_from_yaml, spec_to_yaml
-from gppo.grid.plan import Plan, load_plan, plan_rows
+from gppo.grid.load import (
+    Plan,
+    load_plan,
+    load_spec,
+    parse_spec,
+    plan_rows,
+    spec_from_yaml,
+    spec_to_yaml,
+)
 from gppo.grid.schema import GridSpec
 
 __all__ = [

@@ -1,4 +1,5 @@
-"""A spec's YAML shape <-> :class:`GridSpec`, and reading a spec file (every error one
+"""Reading a spec file: its YAML shape <-> :class:`GridSpec`, and the loaded, expanded spec
+(:class:`Plan`, :func:`load_plan`) with the rows ``gppo-sweep plan`` shows (every error one
 :class:`SpecError` line).
 
 The YAML shape differs from :class:`GridSpec` in one place: the backend's own settings are a
@@ -11,14 +12,20 @@ as the file writes it.
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gppo.cell import Cell
 from gppo.grid.errors import SpecError, from_validation_error
+from gppo.grid.expand import expand, sweep_id
 from gppo.grid.schema import GridSpec
 
 #: the field of :class:`GridSpec` (and of an override) that holds the backend's own section
 SETTINGS = "settings"
+#: behaviour probabilities at which ``plan`` previews each cell's proximal region
+PREVIEW_MUS = (0.01, 0.1, 0.5, 0.9)
 
 
 def _section_from_yaml(raw: dict[str, Any], backend: Any, file: str, where: str) -> dict[str, Any]:
@@ -119,3 +126,81 @@ def load_spec(path: str | Path) -> GridSpec:
             file, "", "the file is empty" + ("" if not text.strip() else " (comments only)")
         )
     return spec_from_yaml(raw, file)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Everything ``launch``/``status``/``plan`` need from a spec file (pure, no side effects)."""
+
+    source: str
+    spec: GridSpec
+    sweep_id: str
+    cells: tuple[Cell, ...]
+
+    def cell(self, cell_id: str) -> Cell:
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        known = ", ".join(c.id for c in self.cells[:8]) + (", ..." if len(self.cells) > 8 else "")
+        raise SpecError(self.source, "", f"no cell {cell_id!r} in this sweep; cells: {known}")
+
+
+def load_plan(path: str | Path) -> Plan:
+    """Load, validate and expand the spec at ``path`` (raises :class:`SpecError`)."""
+    source = str(path)
+    spec = load_spec(path)
+    cells = tuple(expand(spec, source))
+    return Plan(source=source, spec=spec, sweep_id=sweep_id(spec), cells=cells)
+
+
+def region_preview(cell: Cell, mus: tuple[float, ...] = PREVIEW_MUS) -> list[list[float]] | None:
+    """Per μ the clip interval ``[r_lo, r_hi]`` of a gppo cell (after ``ratio_bounds``)."""
+    if cell.method != "gppo" or cell.divergence is None or cell.delta is None:
+        return None
+    from gppo.objectives.regions import clip_interval
+
+    bounds = cell.loss_params.get("ratio_bounds")
+    lo, hi = clip_interval(cell.divergence, cell.estimator, cell.delta, mus, bounds)
+    return [[float(a), float(b)] for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+
+
+def plan_rows(plan: Plan, *, regions: bool = True) -> list[dict[str, Any]]:
+    """One JSON-safe dict per cell: coordinates, δ, region preview, seed, the job's argv and
+    its environment (the backend's variables plus the two the launcher sets: the tracking URI and
+    the run id, which exists only once the launch creates the cell's run)."""
+    from gppo import metrics as M
+    from gppo.backends.base import get_backend
+    from gppo.store.uri import resolve_tracking_uri
+
+    backend = get_backend(plan.spec.backend)
+    launcher_env = {
+        M.ENV_TRACKING_URI: resolve_tracking_uri(plan.spec.tracking.uri),
+        M.ENV_RUN_ID: "<run id, at launch>",
+    }
+    rows = []
+    for cell in plan.cells:
+        job = backend.job(cell)
+        rows.append(
+            {
+                "cell": cell.id,
+                "method": cell.method,
+                "divergence": cell.divergence,
+                "estimator": cell.estimator,
+                "delta": cell.delta,
+                "seed": cell.seed,
+                "region": region_preview(cell) if regions else None,
+                "mus": list(PREVIEW_MUS),
+                "config_hash": cell.config_hash,
+                "entrypoint": list(job.argv),
+                "env": {**dict(job.env), **launcher_env},
+                "command": job.entrypoint,
+            }
+        )
+    return rows
+
+
+def fmt_interval(lo: float, hi: float) -> str:
+    def f(x: float) -> str:
+        return "inf" if math.isinf(x) else f"{x:.3g}"
+
+    return f"[{f(lo)}, {f(hi)}]"

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gppo import metrics as M
-from gppo.grid.plan import Plan
+from gppo.grid.load import Plan
 from gppo.store.state import ACTIVE_JOB, State, cell_state, run_state
 from gppo.store.tracking import attempt_of, latest_metric
 from gppo.sweep.cluster import Cluster, ensure_cluster, last_temp_dir, stop_local_head

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from gppo import metrics as M
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
-from gppo.grid.plan import Plan
+from gppo.grid.load import Plan
 from gppo.store.health import fail_fast
 from gppo.store.tracking import latest_metric
 from gppo.sweep.attempts import (

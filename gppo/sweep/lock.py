@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from gppo.errors import LaunchBusy
-from gppo.grid.plan import Plan
+from gppo.grid.load import Plan
 from gppo.store.tracking import Tracking, retry_locked
 from gppo.store.uri import is_local_store, resolve_tracking_uri
 from gppo.sweep.owner import Owner, alive

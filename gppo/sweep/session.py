@@ -2,7 +2,7 @@
 
 A tuning study is a sweep too (:func:`open_session` with its own sweep id): the same store,
 parent run, state dir, cluster and :class:`~gppo.sweep.dispatcher.Dispatcher`; only the grid
-:class:`~gppo.grid.plan.Plan` (the cells known up front) is the launcher's own
+:class:`~gppo.grid.load.Plan` (the cells known up front) is the launcher's own
 (:class:`SweepContext`).
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from gppo.grid.plan import Plan
+from gppo.grid.load import Plan
 from gppo.grid.schema import LocalHead
 from gppo.store.tracking import Tracking
 from gppo.store.uri import resolve_tracking_uri, state_root

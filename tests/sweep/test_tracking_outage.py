@@ -26,7 +26,7 @@ from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
 from gppo.errors import TrackingUnreachable
-from gppo.grid.plan import load_plan
+from gppo.grid.load import load_plan
 from gppo.store.health import tracking_unreachable
 from gppo.sweep.cluster import free_port
 from gppo.sweep.launch import Launcher

@@ -132,7 +132,7 @@ def test_the_local_head_of_a_cpu_sweep_gets_its_fake_gpus_from_the_settings(tmp_
     sweep's head is left to what Ray detects."""
     import yaml
 
-    from gppo.grid.plan import load_plan
+    from gppo.grid.load import load_plan
     from gppo.sweep.cluster import local_head_for
 
     preset = yaml.safe_load((REPO / "configs" / "verl-cpu-smoke.yaml").read_text())
