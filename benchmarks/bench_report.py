@@ -32,8 +32,7 @@ from gppo import metrics as M
 from gppo.analysis.collect import collect
 from gppo.analysis.render import FORMATS, render
 from gppo.analysis.table import build_table1
-from gppo.store.records import search_all, sweep_filter
-from gppo.store.ref import find_sweep
+from gppo.store.records import find_sweep, search_all, sweep_filter
 
 DIVERGENCES = ("tv", "hellinger", "chi2", "kl", "js")
 ESTIMATORS = ("mc", "binary", "atomic")

@@ -155,7 +155,7 @@ def _tidy(args: argparse.Namespace) -> pd.DataFrame:
         return read_scores_csv(args.csv)
     from gppo.analysis.collect import collect
     from gppo.grid import load_plan
-    from gppo.store.ref import find_sweep
+    from gppo.store.records import find_sweep
 
     uri = args.tracking_uri
     if args.launch:

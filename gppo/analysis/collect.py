@@ -21,8 +21,7 @@ from gppo.analysis.tidy import BASE, cell_label, empty_tidy, expected_keys, norm
 from gppo.cell import Cell
 from gppo.objectives.defaults import REFERENCE
 from gppo.store.records import RunRecord, fetch_records, latest_attempts, no_gc, run_status
-from gppo.store.ref import SweepRef
-from gppo.store.state import State
+from gppo.store.state import State, SweepRef
 from gppo.store.tracking import int_tag
 
 
@@ -79,8 +78,8 @@ def collect(
     """Collect a sweep's cell runs into the tidy table (see gppo/analysis/tidy.py).
 
     Args:
-        ref: the sweep (:class:`gppo.store.ref.SweepRef`: ``LaunchResult.ref``, or
-            :func:`gppo.store.ref.find_sweep`); only its experiment's runs are read.
+        ref: the sweep (:class:`gppo.store.state.SweepRef`: ``LaunchResult.ref``, or
+            :func:`gppo.store.records.find_sweep`); only its experiment's runs are read.
         expected: the spec's expanded cells; those without a run are reported as ``missing``.
         k: avg@k to read (default: the largest k logged).
         reference: cell whose runs give the base row (``eval_base/...``; falls back to any cell of

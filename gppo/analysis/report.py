@@ -1,7 +1,7 @@
 """Write a report: Table 1 in every format, Figures 1-2, attached to the sweep's parent run.
 
-``write_report(ref, plan=plan)`` reads the sweep through its :class:`~gppo.store.ref.SweepRef`
-(``LaunchResult.ref`` after a launch, :func:`~gppo.store.ref.find_sweep` later); ``after_sweep``
+``write_report(ref, plan=plan)`` reads the sweep through its :class:`~gppo.store.state.SweepRef`
+(``LaunchResult.ref`` after a launch, :func:`~gppo.store.records.find_sweep` later); ``after_sweep``
 is what ``gppo-sweep launch`` calls when a sweep completes; ``write_report_from_csv`` re-renders
 published numbers.
 """
@@ -21,8 +21,7 @@ from gppo.analysis.table import Table1, build_table1
 from gppo.analysis.tidy import read_scores_csv
 from gppo.cell import Cell
 from gppo.objectives.defaults import REFERENCE
-from gppo.store.ref import SweepRef
-from gppo.store.state import State
+from gppo.store.state import State, SweepRef
 
 if TYPE_CHECKING:
     from gppo.grid import Plan
@@ -139,7 +138,7 @@ def write_report(
     """Collect a sweep from MLflow, write Table 1 (+ figures) into ``out_dir`` and attach them.
 
     Args:
-        ref: the sweep (``LaunchResult.ref``, or :func:`gppo.store.ref.find_sweep`).
+        ref: the sweep (``LaunchResult.ref``, or :func:`gppo.store.records.find_sweep`).
         out_dir: where the files go (default ``reports/<sweep id>/``).
         plan: the sweep's :class:`gppo.grid.Plan`: its cells (those without a run are reported
             ``missing``), reference, avg@k, benchmark order and the spec shown on the page.

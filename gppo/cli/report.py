@@ -17,7 +17,7 @@ from gppo.objectives.defaults import REFERENCE
 
 if TYPE_CHECKING:
     from gppo.grid import Plan
-    from gppo.store.ref import SweepRef
+    from gppo.store.state import SweepRef
 
 
 def report(
@@ -94,8 +94,8 @@ def report(
 
 def _sweep_ref(plan: Plan | None, sweep_id: str | None, tracking_uri: str | None) -> SweepRef:
     """The sweep to report: the plan's (its store, experiment and sweep id), with the overrides
-    (raises :class:`gppo.store.ref.SweepNotFound`, a ValueError, when the store has none)."""
-    from gppo.store.ref import find_sweep
+    (raises :class:`gppo.errors.SweepNotFound`, a ValueError, when the store has none)."""
+    from gppo.store.records import find_sweep
 
     if plan is None:
         return find_sweep(sweep_id or "", tracking_uri)

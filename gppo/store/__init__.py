@@ -10,10 +10,11 @@
   ``cell_params``), lookups (``sweep_run``, ``cell_runs``, ``is_finished``, ``latest_metric``),
   and ``retry_locked`` for a store written by many processes at once.
 - :mod:`.run_logger`: what a job's entrypoint uses to write its metrics (buffered ``log_batch``).
-- :mod:`.ref`: :class:`~gppo.store.ref.SweepRef`, one sweep's coordinates (URI, experiment, parent
-  run, each cell's run), the handle from ``LaunchResult.ref`` to the report; ``find_sweep``.
+- :mod:`.state`: a cell's state (:class:`~gppo.store.state.State`, derived from its runs) and
+  :class:`~gppo.store.state.SweepRef`, one sweep's coordinates (URI, experiment, parent run, each
+  cell's run), the handle from ``LaunchResult.ref`` to the report.
 - :mod:`.records`: the reports' bulk read: every run of a sweep as a light ``RunRecord`` (a SQL
-  fast path or ``search_runs``), and lookups over them.
+  fast path or ``search_runs``), lookups over them, and ``find_sweep`` (a sweep's ``SweepRef``).
 
 Public MLflow APIs only (``MlflowClient``, ``RunData.to_proto``, MLflow's table models through a
 read-only SQLAlchemy engine on the store's own URI).
@@ -21,7 +22,12 @@ read-only SQLAlchemy engine on the store's own URI).
 
 from gppo.registry import lazy_exports
 
-_EXPORTS = {"SweepRef": "ref", "SweepNotFound": "ref", "find_sweep": "ref", "Tracking": "tracking"}
+_EXPORTS = {
+    "SweepRef": "state",
+    "SweepNotFound": "records",
+    "find_sweep": "records",
+    "Tracking": "tracking",
+}
 
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)

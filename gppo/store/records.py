@@ -12,7 +12,8 @@ Two equivalent paths fetch them:
   Tests check that both paths return the same records.
 
 :func:`fetch_records` uses the fast path when the store allows it, else ``search_runs``.
-Lookups over records: :func:`latest_attempts`, :func:`run_status`.
+Lookups over records: :func:`latest_attempts`, :func:`run_status`. :func:`find_sweep` finds a
+sweep that ran earlier by its parent run (a :class:`~gppo.store.state.SweepRef`).
 The slow path uses public APIs only (``search_runs`` and ``RunData.to_proto``, for the steps). The
 fast path reads through a read-only SQLAlchemy engine on the client's ``tracking_uri`` with
 MLflow's table models (``mlflow.store.tracking.dbmodels``), which are MLflow internals, not a
@@ -32,9 +33,10 @@ from mlflow import MlflowClient
 from mlflow.entities import ViewType
 
 from gppo import metrics as M
-from gppo.store.state import State, run_state
+from gppo.errors import SweepNotFound
+from gppo.store.state import State, SweepRef, run_state
 from gppo.store.tracking import int_tag, sweep_filter
-from gppo.store.uri import is_database, scheme_of
+from gppo.store.uri import is_database, resolve_tracking_uri, scheme_of
 
 PAGE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
 #: latest-metric names a report reads besides eval/… and eval_base/…
@@ -99,6 +101,41 @@ def active_experiment_ids(client: MlflowClient) -> list[str]:
         token = page.token
         if not token:
             return ids
+
+
+def find_sweep(
+    sweep_id: str, tracking_uri: str | None = None, *, experiment: str | None = None
+) -> SweepRef:
+    """The :class:`SweepRef` of a sweep in the store, from its parent run.
+
+    ``experiment`` (the spec's ``experiment``) narrows the lookup to that experiment; without it
+    the parent run is looked up by its tags in every active experiment (``report --sweep-id``).
+    Raises :class:`SweepNotFound` when the store has no parent run of ``sweep_id``.
+    """
+    uri = resolve_tracking_uri(tracking_uri)
+    client = MlflowClient(tracking_uri=uri)
+    where = f"experiment {experiment!r}" if experiment else "any experiment"
+    if experiment is not None:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None:
+            raise SweepNotFound(f"{uri}: no experiment {experiment!r} (sweep {sweep_id!r})")
+        experiment_ids = [exp.experiment_id]
+    else:
+        experiment_ids = active_experiment_ids(client)
+    runs = (
+        client.search_runs(
+            experiment_ids,
+            sweep_filter(sweep_id, M.ROLE_SWEEP),
+            ViewType.ACTIVE_ONLY,
+            order_by=["attributes.start_time ASC"],
+        )
+        if experiment_ids
+        else []
+    )
+    if not runs:
+        raise SweepNotFound(f"{uri}: no sweep {sweep_id!r} in {where} (launch it first)")
+    parent = runs[0]
+    return SweepRef(sweep_id, uri, parent.info.experiment_id, parent.info.run_id)
 
 
 def search_all(

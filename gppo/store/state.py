@@ -1,4 +1,5 @@
-"""A cell's state: one vocabulary (:class:`State`) and one derivation from its runs.
+"""A cell's state: one vocabulary (:class:`State`) and one derivation from its runs; and where a
+sweep's runs live (:class:`SweepRef`).
 
 Every reader of a sweep (the launcher's reconcile and orphan settling, ``status``, ``cancel``, the
 report's records) derives a cell's state here, from three things only: the cell's MLflow runs
@@ -18,12 +19,19 @@ test_state.py checks every row)::
 The launcher adds the two states only it can see: WAITING (a retry waiting out its backoff) and
 ENDING (the job ended, its run not yet closed). It lives in ``store`` (not ``sweep``) because the
 report's records, one layer below the sweep, use it too; the job status comes from the caller.
+
+:class:`SweepRef` is one sweep's coordinates in the store, the handle from a launch to its
+report: the launcher holds every coordinate of its sweep (store, experiment, parent run, the run
+of each cell) and hands them over in :attr:`gppo.sweep.result.LaunchResult.ref`;
+:func:`gppo.analysis.write_report` reads the sweep through it without searching the store again.
+:func:`gppo.store.records.find_sweep` builds one for a sweep that ran earlier
+(``gppo-sweep report SPEC``). Nothing here imports MLflow.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
@@ -107,3 +115,22 @@ def cell_state(
     if job_status is not None and run.info.status in ("RUNNING", "SCHEDULED"):
         job = job_status(run.data.tags.get(M.TAG_RAY_JOB_ID, "")) or "GONE"
     return Derived(run_state(run.info.status, run.data.tags, job), run)
+
+
+@dataclass(frozen=True)
+class SweepRef:
+    """One sweep's coordinates in MLflow.
+
+    Attributes:
+        sweep_id: the ``gppo.sweep_id`` tag of the parent run and of every cell run.
+        tracking_uri: the MLflow tracking URI (resolved, never None).
+        experiment_id: the experiment that holds the sweep's runs.
+        parent_run_id: the sweep's parent run (tag ``gppo.role=sweep``).
+        run_ids: cell id -> the run of its latest attempt (those the launcher knew; may be empty).
+    """
+
+    sweep_id: str
+    tracking_uri: str
+    experiment_id: str
+    parent_run_id: str | None = None
+    run_ids: Mapping[str, str] = field(default_factory=dict)

@@ -1,5 +1,5 @@
 """What a launch hands back (:class:`LaunchResult`), and how it ends: the sweep's
-:class:`~gppo.store.ref.SweepRef`, the parent run closed, the ``after_sweep`` hook's report."""
+:class:`~gppo.store.state.SweepRef`, the parent run closed, the ``after_sweep`` hook's report."""
 
 from __future__ import annotations
 
@@ -8,14 +8,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from gppo.store.ref import SweepRef
-from gppo.store.state import State
+from gppo.store.state import State, SweepRef
 from gppo.sweep.attempts import DONE, RUNNING, CellState
 from gppo.sweep.session import SweepContext
 
 log = logging.getLogger(__name__)
 
-#: called as ``hook(plan, ref)`` (:class:`~gppo.store.ref.SweepRef`) once every cell has finished;
+#: called as ``hook(plan, ref)`` (:class:`~gppo.store.state.SweepRef`) once every cell has finished;
 #: what it returns is kept as :attr:`LaunchResult.report` (the CLI passes the report writer)
 AfterSweep = Callable[..., Any]
 

@@ -14,7 +14,7 @@ from mlflow import MlflowClient
 
 from gppo import metrics as M
 from gppo.backends.cell_run import CellRun
-from gppo.store.ref import SweepRef
+from gppo.store.state import SweepRef
 from gppo.store.tracking import Tracking
 from gppo.sweep.dispatcher import submission_id
 

@@ -12,7 +12,9 @@ from gppo import metrics as M
 from gppo.analysis.collect import collect
 from gppo.analysis.report import write_report
 from gppo.analysis.table import build_table1
-from gppo.store.ref import SweepNotFound, SweepRef, find_sweep
+from gppo.errors import SweepNotFound
+from gppo.store.records import find_sweep
+from gppo.store.state import SweepRef
 
 BENCH = {"A": 0.40, "B": 0.20}
 BASE = {"A": 0.05, "B": 0.01}
