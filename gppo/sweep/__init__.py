@@ -37,7 +37,7 @@ Attempts (:mod:`gppo.sweep.attempts`)
 Launch (:mod:`gppo.sweep.launch`)
     ``Launcher(plan, address=, max_concurrent=, detach=, poll_s=1.0, on_update=, on_event=,
     stop_event=).run() -> LaunchResult``: reconcile with the store and the cluster (resume rules
-    in :mod:`gppo.sweep.reconcile`), gate concurrency, drive the cells' attempts, Ctrl-C/SIGTERM
+    in :mod:`gppo.sweep.session`), gate concurrency, drive the cells' attempts, Ctrl-C/SIGTERM
     stops jobs (or leaves them with ``detach``), then its ``after_sweep`` hook (the CLI passes
     :func:`gppo.analysis.report.after_sweep`).
     :func:`gppo.sweep.session.open_session` bundles store + experiment + parent run + cluster

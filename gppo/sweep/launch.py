@@ -1,6 +1,6 @@
 """``gppo-sweep launch``: reconcile with what already ran, then dispatch until every cell ends.
 
-Which cells run and which re-attach is :func:`gppo.sweep.reconcile.reconcile`'s (the resume
+Which cells run and which re-attach is :func:`gppo.sweep.session.reconcile`'s (the resume
 rules). The attempts themselves (submit, one status round, stall limits, end, retry with backoff, the
 events a display prints) are :class:`gppo.sweep.attempts.AttemptDriver`'s; the waits on a silent
 cluster or tracking server are :class:`gppo.sweep.watch.Watch`'s; what the launch returns and how
@@ -42,9 +42,8 @@ from gppo.sweep.guard import check_store_reachable, resolve_address
 from gppo.sweep.lock import sweep_lock
 from gppo.sweep.outage import OutageClock
 from gppo.sweep.quiet import quiet_mlflow
-from gppo.sweep.reconcile import reconcile
 from gppo.sweep.result import AfterSweep, LaunchResult, close_launch
-from gppo.sweep.session import SweepContext, open_sweep
+from gppo.sweep.session import SweepContext, open_sweep, reconcile
 from gppo.sweep.signals import signals_set
 from gppo.sweep.watch import Watch, cluster_silent
 

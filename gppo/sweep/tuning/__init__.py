@@ -6,7 +6,7 @@ and :func:`gppo.grid.expand` (:mod:`.cells`) → the backend's job, submitted by
 :class:`~gppo.sweep.dispatcher.Dispatcher` in the study's sweep session (:mod:`.jobs`,
 :func:`gppo.sweep.session.open_session`) → values read back from MLflow (:mod:`.readback`) →
 Optuna report/prune/tell (:mod:`.runner`). Crash safety: :mod:`.recovery`, on the launcher's rule
-for a run whose driver died (:func:`gppo.sweep.reconcile.settle_orphan`). Progress: the sweep's
+for a run whose driver died (:func:`gppo.sweep.session.settle_orphan`). Progress: the sweep's
 live lines (:mod:`.progress`). Report (best trials, plots, best grid spec): :mod:`.report`.
 Optuna is used through its public API only.
 """

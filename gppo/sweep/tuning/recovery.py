@@ -2,7 +2,7 @@
 
 For every RUNNING trial of the study whose owner is gone (:func:`attrs.owner_alive`), its MLflow
 run goes through the launcher's own rule for a run whose driver died
-(:func:`gppo.sweep.reconcile.settle_orphan`), and then:
+(:func:`gppo.sweep.session.settle_orphan`), and then:
 
 * its Ray job is still PENDING/RUNNING → the new tuner re-attaches: it owns the trial, reports
   the values logged meanwhile and goes on polling it like its own;
@@ -27,7 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from gppo import metrics as M
 from gppo.sweep.dispatcher import ACTIVE
-from gppo.sweep.reconcile import settle_orphan
+from gppo.sweep.session import settle_orphan
 from gppo.sweep.tuning import attrs
 from gppo.sweep.tuning.jobs import trial_run
 from gppo.sweep.tuning.study import trial_handle
