@@ -1,15 +1,19 @@
-"""The testbed's import-once fork server: a cell's Ray job without its 2-3 s of imports.
+"""The testbed's import-once fork server and its job-side client: a cell's Ray job without its
+2-3 s of imports.
 
 A quick-start cell trains for about 12 s and used to spend about 3 s more importing torch,
 MLflow and its own code, 51 times over. During a launch on a local Ray head, one server process
-imports all of that once (:func:`serve`); each cell's Ray job runs the standard-library client
-:mod:`gppo.backends.local.forkclient`, which hands the server its arguments, environment,
-working directory and standard streams over a Unix socket. The server forks twice; the
+imports all of that once (:func:`serve`); each cell's Ray job runs this file as a script, by path
+(``python .../forkserver.py --cell '<Cell JSON>'``: :func:`client`, which imports the standard
+library only, not even the ``gppo`` package; the server's own modules are imported lazily), and
+hands the server its arguments, environment, working directory and standard streams over a Unix
+socket. The server forks twice; the
 grandchild, a fresh process with everything imported, runs ``python -m gppo.backends.local``'s
 ``main`` with them, writing to the job's own log. The Ray job still owns the cell:
 
 - the grandchild's first line on the socket is its pid; the client forwards SIGTERM, SIGINT and
-  SIGHUP to it (``ray job stop``, stall detection, Ctrl-C) and exits with the cell's exit code;
+  SIGHUP to it (``ray job stop``, stall detection, Ctrl-C) and exits with the cell's exit code
+  (128 + the signal's number when the cell was killed by one);
 - the grandchild watches the socket and kills itself when the client is gone (a job SIGKILLed,
   its Ray head dead), so no cell outlives its job;
 - the server runs in its own session (a terminal's Ctrl-C reaches the launcher only, which
@@ -27,28 +31,31 @@ round (a quick-start cell's slot was idle for half a poll, on average, after eac
 
 from __future__ import annotations
 
+# the client runs this file by path in every cell's job: module-level imports stay the light
+# standard-library ones it needs; the server's (subprocess, tempfile, pathlib, ...) are lazy
 import contextlib
 import json
 import os
 import selectors
-import shutil
 import signal
 import socket
 import struct
-import subprocess
 import sys
-import tempfile
-import threading
-import traceback
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
+
+TYPE_CHECKING = False  # not typing's: importing typing costs the client ~3 ms
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Callable, Iterator, Mapping
+    from pathlib import Path
 
 #: the job environment variable naming the server's socket (unset: no server)
 ENV_SOCKET = "GPPO_FORK_SOCKET"
 #: ``GPPO_FORK_SERVER=0`` in the launcher's environment: no server, each cell imports its own
 ENV_SWITCH = "GPPO_FORK_SERVER"
-#: the jobs' entrypoint script (run by path: the standard library only)
-CLIENT_SCRIPT = str(Path(__file__).with_name("forkclient.py"))
+#: the jobs' entrypoint script: this file, run by path (:func:`client`)
+CLIENT_SCRIPT = os.path.abspath(__file__)
+#: the client's wait from its request to the cell process's pid
+PID_TIMEOUT_S = 60.0
 #: what the server imports before it forks: what every cell imports before its first step
 PRELOAD = (
     "torch",
@@ -89,6 +96,9 @@ def read_request(conn: socket.socket) -> tuple[dict, list[int]]:
 
 def _run_cell(request: Mapping, conn: socket.socket) -> int:
     """In the grandchild: become the client's cell process and run the cell; its exit code."""
+    import threading
+    import traceback
+
     from gppo.backends.local.__main__ import ENV_FORKED, main
 
     os.chdir(request["cwd"])
@@ -104,7 +114,7 @@ def _run_cell(request: Mapping, conn: socket.socket) -> int:
                 pass
         os.kill(os.getpid(), signal.SIGKILL)
 
-    threading.Thread(target=orphaned, name="gppo-forkclient-watch", daemon=True).start()
+    threading.Thread(target=orphaned, name="gppo-fork-client-watch", daemon=True).start()
     try:
         code = main(list(request["argv"]))
     except SystemExit as exc:
@@ -131,6 +141,8 @@ def _spawn(conn: socket.socket, server_fds: list[int], notify: str | None = None
     """Fork twice for one request (the grandchild belongs to init, not to the server);
     ``server_fds``: the server's own (listener, selector), closed in the grandchild; ``notify``:
     the launcher's datagram socket, told when the cell returns."""
+    import traceback
+
     try:
         request, fds = read_request(conn)
     except (OSError, ValueError) as exc:
@@ -244,6 +256,8 @@ class Server:
 def notified(path: str, on_cell_end: Callable[[], None] | None) -> Iterator[str | None]:
     """A datagram socket at ``path`` whose every message calls ``on_cell_end`` (in a daemon
     thread); ``None`` and nothing started without a callback."""
+    import threading
+
     if on_cell_end is None:
         yield None
         return
@@ -275,6 +289,9 @@ def running(
     OpenMP thread count that torch reads when it is imported). It imports while the launch
     starts its Ray head; :meth:`Server.path` waits for it. ``on_cell_end`` is called (from
     another thread) each time a cell returns. Stopped on exit."""
+    import shutil
+    import tempfile
+
     folder = tempfile.mkdtemp(prefix="gppo-fork-")
     try:
         with (
@@ -291,6 +308,9 @@ def _server(
     folder: str, env: Mapping[str, str], timeout_s: float, notify: str | None
 ) -> Iterator[Server]:
     """The server process, its socket and log in ``folder``; terminated on exit."""
+    import subprocess
+    from pathlib import Path
+
     path, log = os.path.join(folder, "cells.sock"), Path(folder, "server.log")
     cmd = [sys.executable, "-m", __name__, "--socket", path, "--parent", str(os.getpid())]
     if notify:
@@ -329,6 +349,81 @@ def _ready(proc: subprocess.Popen, timeout_s: float) -> bool:
     return proc.stdout.readline().startswith("gppo fork server ready")
 
 
+# --- the client: a cell's Ray job, standard library only -------------------------------------
+def _fallback(argv: list[str]) -> None:
+    """Run the cell in this process, as the job would without a server."""
+    os.execv(sys.executable, [sys.executable, "-m", "gppo.backends.local", *argv])
+
+
+def _connect(path: str) -> socket.socket | None:
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(path)
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def _lines(sock: socket.socket):
+    """The server's answer, line by line, until the socket closes."""
+    buf = b""
+    while True:
+        try:
+            chunk = sock.recv(4096)
+        except InterruptedError:  # pragma: no cover (PEP 475 retries recv)
+            continue
+        if not chunk:
+            return
+        buf += chunk
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            yield line.decode()
+
+
+def client(argv: list[str]) -> int:
+    """A cell's Ray job (this file run by path with the cell's ``argv``): hand the cell to the
+    server named by ``GPPO_FORK_SOCKET``, forward SIGTERM, SIGINT and SIGHUP to the cell process
+    it forks, and return the cell's exit code. Without a server that answers, run the cell
+    itself: ``python -m gppo.backends.local ARGV``, exactly the job it stands for."""
+    path = os.environ.get(ENV_SOCKET)
+    sock = _connect(path) if path else None
+    if sock is None:
+        _fallback(argv)
+    assert sock is not None
+    body = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
+    cell_pid: list[int] = []
+    received: list[int] = []  # signals for the cell (sent as soon as its pid is known)
+
+    def forward(signum: int, _frame) -> None:
+        received.append(signum)
+        if cell_pid:
+            os.kill(cell_pid[0], signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, forward)
+    try:
+        socket.send_fds(sock, [struct.pack("!I", len(body)) + body], [0, 1, 2])
+        sock.settimeout(PID_TIMEOUT_S)
+        answers = _lines(sock)
+        first = next(answers, "")
+    except OSError:
+        first = ""
+    if not first.startswith("pid "):  # the server did not take it: no cell runs, run it here
+        sock.close()
+        _fallback(argv)
+    cell_pid.append(int(first.split()[1]))
+    for signum in list(received):
+        os.kill(cell_pid[0], signum)
+    sock.settimeout(None)
+    for line in answers:
+        if line.startswith("exit "):
+            return int(line.split()[1])
+    # no exit code: the cell was killed, by what we forwarded or by someone else
+    return 128 + (received[-1] if received else signal.SIGKILL)
+
+
+# --- the server's command line -----------------------------------------------------------------
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -345,7 +440,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+if __name__ == "__main__" and __spec__ is None:  # run by path: a cell's job (the client)
+    sys.exit(client(sys.argv[1:]))
+elif __name__ == "__main__":  # python -m gppo.backends.local.forkserver: the server
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
