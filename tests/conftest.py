@@ -1,10 +1,11 @@
-"""The fast tier: ``pytest -m "not slow"`` runs every test that starts no process (Ray, a server,
-a training run, a Python). A test that starts one must be marked ``slow``; this file enforces it.
+"""The fast tier: ``pytest -m "not slow" -n auto`` runs every test that starts no process (Ray, a
+server, a training run, a Python), one pytest-xdist worker per core. A test that starts one must be
+marked ``slow``; this file enforces it.
 """
 
 from __future__ import annotations
 
-import multiprocessing
+import multiprocessing.process
 import os
 import platform
 import subprocess
@@ -56,5 +57,6 @@ def _processes_need_the_slow_marker(request: pytest.FixtureRequest, monkeypatch)
         return start
 
     monkeypatch.setattr(subprocess.Popen, "__init__", refuse("subprocess"))
-    monkeypatch.setattr(multiprocessing.Process, "start", refuse("multiprocessing"))
+    # every context's processes (fork, spawn, forkserver, pools) start through BaseProcess.start
+    monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse("multiprocessing"))
     monkeypatch.setattr(os, "fork", refuse("os.fork"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing as mp
 
+import pytest
 import torch
 
 from gppo.backends.local.settings import LocalSettings
@@ -27,6 +28,7 @@ def test_hash_depends_only_on_base_model_settings() -> None:
     assert warmstart_hash(a) != warmstart_hash(a.model_copy(update={"domain": "code"}))
 
 
+@pytest.mark.slow  # four spawned Pythons
 def test_concurrent_starts_build_once_and_reuse(tmp_path) -> None:
     cache = str(tmp_path / "cache")
     ctx = mp.get_context("spawn")
