@@ -4,7 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from gppo import metrics as M
 from gppo.cell import Cell, cell_id
+
+
+def cell_runs(store: Any) -> dict[str, Any]:
+    """Every cell run of a tracking store (all its experiments), by cell id. ``store``: a tracking
+    URI, or an ``MlflowClient`` already open on it."""
+    if isinstance(store, str):
+        from mlflow.tracking import MlflowClient
+
+        store = MlflowClient(store)
+    experiments = [e.experiment_id for e in store.search_experiments()]
+    runs = store.search_runs(experiments, f"tags.`{M.TAG_ROLE}` = '{M.ROLE_CELL}'")
+    return {r.data.tags[M.TAG_CELL_ID]: r for r in runs}
 
 
 def make_cell(

@@ -8,7 +8,7 @@ submissions with it and passes everything else to Ray's own client.
 from __future__ import annotations
 
 import pytest
-from mlflow.tracking import MlflowClient
+from helpers import cell_runs
 
 from gppo import metrics as M
 from gppo.grid import load_plan
@@ -41,14 +41,6 @@ class NotReadyYet:
         return getattr(self.client, name)
 
 
-def _cell_runs(uri: str) -> list:
-    client = MlflowClient(uri)
-    runs = []
-    for exp in client.search_experiments():
-        runs += client.search_runs([exp.experiment_id], max_results=100)
-    return [r for r in runs if r.data.tags.get(M.TAG_ROLE) == M.ROLE_CELL]
-
-
 def test_a_cluster_not_ready_costs_no_attempt(tmp_path, ray_cluster, monkeypatch):
     made: list[NotReadyYet] = []
     real = cluster_mod.Cluster.client
@@ -70,7 +62,7 @@ def test_a_cluster_not_ready_costs_no_attempt(tmp_path, ray_cluster, monkeypatch
         ("recovered", "cluster"),
     ]
     assert "try again later" in outages[0].reason
-    runs = _cell_runs(f"sqlite:///{tmp_path}/mlflow.db")  # no run left for a refused try
+    runs = cell_runs(f"sqlite:///{tmp_path}/mlflow.db").values()  # no run left for a refused try
     assert sorted((r.data.tags[M.TAG_CELL_ID], r.data.tags[M.TAG_ATTEMPT]) for r in runs) == [
         ("kl-mc-s0", "1"),
         ("tv-mc-s0", "1"),

@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import cell_runs
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -122,14 +123,6 @@ def _attempts(tmp_path: Path) -> dict[str, int]:
     }
 
 
-def _cell_runs(uri: str) -> list:
-    client = MlflowClient(uri)
-    runs = []
-    for exp in client.search_experiments():
-        runs += client.search_runs([exp.experiment_id], max_results=100)
-    return [r for r in runs if r.data.tags.get(M.TAG_ROLE) == M.ROLE_CELL]
-
-
 def test_a_tracking_server_away_for_60_s_loses_nothing(tmp_path, ray_cluster, server):
     plan = load_plan(_spec(tmp_path, ray_cluster.address, server.uri))
     events: list = []
@@ -145,7 +138,7 @@ def test_a_tracking_server_away_for_60_s_loses_nothing(tmp_path, ray_cluster, se
     # the recovery is seen within a few seconds of the server answering again
     assert back[0].at - server.started_at < 5, (back[0].at, server.started_at)
     assert _attempts(tmp_path) == {"tv-mc-s0": 1, "kl-mc-s0": 1, "chi2-mc-s0": 1}  # once each
-    runs = _cell_runs(server.uri)
+    runs = cell_runs(server.uri).values()
     assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3
     client = MlflowClient(server.uri)
     for run in runs:  # every step the cells logged while the server was away is there
@@ -170,5 +163,5 @@ def test_a_tracking_server_away_too_long_stops_the_launcher_and_a_relaunch_settl
     result = Launcher(load_plan(spec), poll_s=0.5, metrics_every_s=1.0).run()
     assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
     assert _attempts(tmp_path) == {"tv-mc-s0": 1, "kl-mc-s0": 1, "chi2-mc-s0": 1}  # once each
-    runs = _cell_runs(server.uri)
+    runs = cell_runs(server.uri).values()
     assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3  # nothing left RUNNING

@@ -65,16 +65,13 @@ def _problems(n: int, seed: int) -> list[dict[str, str]]:
 
 
 def build_smoke_assets(root: Path | None = None) -> SmokeAssets:
-    """Build (once) and return the smoke assets under ``root`` (default :func:`assets_root`)."""
-    from filelock import FileLock
+    """Build (once: :func:`~gppo.backends.verl.once.build_once`) and return the smoke assets
+    under ``root`` (default :func:`assets_root`)."""
+    from gppo.backends.verl.once import build_once
 
     assets = SmokeAssets(Path(root) if root is not None else assets_root())
-    if assets.complete.exists():
-        return assets
-    assets.root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(assets.root / ".lock")):
-        if assets.complete.exists():
-            return assets
+
+    def build() -> None:
         from gppo.backends.verl.data import prepare
         from gppo.backends.verl.tiny import tiny_causal_lm
 
@@ -87,4 +84,6 @@ def build_smoke_assets(root: Path | None = None) -> SmokeAssets:
             source.write_text("".join(json.dumps(r) + "\n" for r in _problems(rows, seed)))
             prepare(source, out, SMOKE_SOURCE, split=split)
         assets.complete.write_text(ASSETS_VERSION + "\n")
+
+    build_once(assets.complete, build)
     return assets

@@ -105,16 +105,13 @@ def _write(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 def build_testbed_assets(domain: str = "math") -> TestbedAssets:
-    """Export the base model and write the benchmarks (once, under a file lock)."""
-    from filelock import FileLock
+    """Export the base model and write the benchmarks (once:
+    :func:`~gppo.backends.verl.once.build_once`)."""
+    from gppo.backends.verl.once import build_once
 
     assets = TestbedAssets.for_domain(domain)
-    if assets.complete.exists():
-        return assets
-    assets.root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(assets.root / ".lock")):
-        if assets.complete.exists():
-            return assets
+
+    def build() -> None:
         from gppo.backends.local.hf_export import export_policy
         from gppo.backends.local.tasks import get_domain
         from gppo.backends.local.warmstart import load_base_model
@@ -126,6 +123,8 @@ def build_testbed_assets(domain: str = "math") -> TestbedAssets:
             rows = [_row(p, name, i, "test") for i, p in enumerate(dom.benchmark(name))]
             _write(rows, assets.benchmark_file(name))
         assets.complete.write_text(f"{ASSETS_VERSION} {base.source} {base.path}\n")
+
+    build_once(assets.complete, build)
     return assets
 
 
@@ -145,17 +144,18 @@ def train_problems(domain: str, seed: int, steps: int, prompts_per_step: int) ->
 def ensure_train_stream(
     assets: TestbedAssets, seed: int, steps: int, prompts_per_step: int
 ) -> Path:
-    """The training parquet of ``seed`` (written once): ``steps * prompts_per_step`` rows."""
-    from filelock import FileLock
+    """The training parquet of ``seed`` (written once, atomically): ``steps * prompts_per_step``
+    rows."""
+    from gppo.backends.verl.once import build_once
 
     path = assets.train_file(seed, steps * prompts_per_step)
-    if path.exists():
-        return path
-    with FileLock(str(path) + ".lock"):
-        if not path.exists():
-            source = train_source(assets.domain)
-            probs = train_problems(assets.domain, seed, steps, prompts_per_step)
-            _write([_row(p, source, i, "train") for i, p in enumerate(probs)], path)
+
+    def build() -> None:
+        source = train_source(assets.domain)
+        probs = train_problems(assets.domain, seed, steps, prompts_per_step)
+        _write([_row(p, source, i, "train") for i, p in enumerate(probs)], path)
+
+    build_once(path, build)
     return path
 
 

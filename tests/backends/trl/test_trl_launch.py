@@ -15,6 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from helpers import cell_runs
 
 from gppo import metrics as M
 from gppo.backends.cell_run import protocol_violations
@@ -30,12 +31,7 @@ SAVE_EVERY = 2
 
 
 def _cell_runs(uri: str) -> dict[str, object]:
-    tracking = Tracking(uri)
-    exp = tracking.client.search_experiments()
-    runs = tracking.client.search_runs(
-        [e.experiment_id for e in exp], f"tags.`{M.TAG_ROLE}` = 'cell'"
-    )
-    return {r.data.tags[M.TAG_CELL_ID]: r for r in runs}
+    return cell_runs(Tracking(uri).client)
 
 
 def _logged_step(uri: str, cell_id: str) -> int:

@@ -22,6 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
+from helpers import cell_runs
 
 from gppo import metrics as M
 from gppo.store.tracking import Tracking
@@ -76,13 +77,7 @@ def _client(uri: str):
 
 
 def _cell_runs(uri: str) -> dict[str, object]:
-    client = _client(uri)
-    runs = []
-    for exp in client.search_experiments():
-        runs += client.search_runs([exp.experiment_id], max_results=100)
-    return {
-        r.data.tags[M.TAG_CELL_ID]: r for r in runs if r.data.tags.get(M.TAG_ROLE) == M.ROLE_CELL
-    }
+    return cell_runs(_client(uri))
 
 
 def _steps(uri: str, run_id: str, key: str) -> list[int]:
