@@ -14,7 +14,8 @@
 # directory, default a new /tmp dir), PYTHON (default python), DRY_RUN=1 (stop after checking
 # the cell's overrides with verl's config: runs without a GPU).
 #
-# What it does: writes two tiny math datasets and converts them with `gppo-sweep data prepare`;
+# What it does (scripts/gpu_common.py): with MODEL, writes two tiny math datasets, converted by
+# `gppo-sweep data prepare`'s converter;
 # writes a grid spec (backend verl, 2 steps, eval at steps 0 and 2, checkpoint every step);
 # builds the cell's Job with the verl backend (overrides checked against verl's config); creates
 # an MLflow run in $WORK/mlflow.db and runs the job's command with the job's environment plus
@@ -32,77 +33,44 @@ echo "gpu-smoke: work dir $WORK"
 
 # --- 1. data (only with MODEL: otherwise the preset's smoke assets, built locally) ------------
 if [ -n "${MODEL:-}" ]; then
-cat > "$WORK/train.jsonl" <<'JSONL'
-{"problem": "What is 2 + 3?", "answer": "5"}
-{"problem": "What is 7 - 4?", "answer": "3"}
-{"problem": "What is 3 * 3?", "answer": "9"}
-{"problem": "What is 8 / 2?", "answer": "4"}
-JSONL
-cat > "$WORK/val.jsonl" <<'JSONL'
-{"problem": "What is 1 + 1?", "answer": "2"}
-{"problem": "What is 5 + 5?", "answer": "10"}
-JSONL
-PREPARE=("$PYTHON" -c "from gppo.cli.data import data_app; data_app()" prepare)
-"${PREPARE[@]}" "$WORK/train.jsonl" "$WORK/train.parquet" -s dapo_math_17k
-"${PREPARE[@]}" "$WORK/val.jsonl" "$WORK/aime24.parquet" -s aime24 --split test
+  "$PYTHON" scripts/gpu_common.py tiny-math "$WORK"
 fi
 
 # --- 2. spec: configs/verl-cpu-smoke.yaml (the CPU mode's preset), hardware settings changed --
-"$PYTHON" - "$WORK" "$GPUS" "${MODEL:-}" "$PYTHON" <<'PY'
+# --- 3. run the cell's job as the dispatcher would (minus Ray Jobs), then check its run --------
+"$PYTHON" - "$WORK" "$GPUS" "${MODEL:-}" "$PYTHON" "$CELL" <<'PY'
 import sys
 from pathlib import Path
-import yaml
-work, gpus, model, python = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+sys.path.insert(0, "scripts")
+from gpu_common import run_cell_job, write_spec
 
-spec = yaml.safe_load(Path("configs/verl-cpu-smoke.yaml").read_text())
-spec["name"] = "gpu-smoke"
-verl = spec["verl"]
-verl.update(cpu=False, gpus_per_node=gpus, rollout_gpu_memory_utilization=0.4,
-            checkpoint_dir=f"{work}/checkpoints", python=python)
-verl["extra_overrides"] = ["actor_rollout_ref.rollout.enforce_eager=true",
-                           "actor_rollout_ref.actor.use_torch_compile=false",
-                           "data.dataloader_num_workers=0"]
-if model:  # a real chat model and two-row datasets instead of the tiny random model
-    verl.update(smoke_assets=False, model_path=model, train_file=f"{work}/train.parquet",
-                val_files={"aime24": f"{work}/aime24.parquet"}, max_prompt_length=256,
-                max_response_length=256)
-    spec["benchmarks"] = ["aime24"]
-spec["ray"] = {"resources": {"num_cpus": 1, "num_gpus": gpus}}
-Path(work, "smoke.yaml").write_text(yaml.safe_dump(spec))
-PY
+work, gpus, model, python, cell_id = Path(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:]
 
-# --- 3. run the cell's job as the dispatcher would (minus Ray Jobs) ---------------------------
-"$PYTHON" - "$WORK" "$CELL" <<'PY'
-import os, subprocess, sys
-from mlflow.tracking import MlflowClient
-from gppo.backends.base import get_backend
-from gppo.grid.expand import expand
-from gppo.grid.load import load_spec
 
-work, cell_id = sys.argv[1], sys.argv[2]
-cells = {c.id: c for c in expand(load_spec(f"{work}/smoke.yaml"))}
-backend = get_backend("verl")
-backend.prepare(backend.validate_settings(cells[cell_id].settings))  # the tiny model and data
-job = backend.job(cells[cell_id])  # validates every override against verl
-uri = f"sqlite:///{work}/mlflow.db"
-client = MlflowClient(uri)
-run_id = client.create_run(client.create_experiment("gpu-smoke")).info.run_id
-env = {**os.environ, **job.env, "MLFLOW_TRACKING_URI": uri, "MLFLOW_RUN_ID": run_id}
-if os.environ.get("DRY_RUN") == "1":
-    argv = list(job.argv)
-    argv.insert(argv.index("--"), "--check-only")
-    sys.exit(subprocess.run(argv, env=env, cwd=work).returncode)
-print("gpu-smoke: running", job.entrypoint, flush=True)
-rc = subprocess.run(list(job.argv), env=env, cwd=work).returncode
-if rc != 0:
-    sys.exit(f"gpu-smoke: the job failed with exit code {rc}")
+def hardware(spec):
+    verl = spec["verl"]
+    verl.update(cpu=False, gpus_per_node=gpus, rollout_gpu_memory_utilization=0.4,
+                checkpoint_dir=f"{work}/checkpoints", python=python)
+    verl["extra_overrides"] = ["actor_rollout_ref.rollout.enforce_eager=true",
+                               "actor_rollout_ref.actor.use_torch_compile=false",
+                               "data.dataloader_num_workers=0"]
+    if model:  # a real chat model and two-row datasets instead of the tiny random model
+        verl.update(smoke_assets=False, model_path=model, train_file=f"{work}/train.parquet",
+                    val_files={"aime24": f"{work}/aime24.parquet"}, max_prompt_length=256,
+                    max_response_length=256)
+        spec["benchmarks"] = ["aime24"]
+    spec["ray"] = {"resources": {"num_cpus": 1, "num_gpus": gpus}}
+
+
+spec_path = write_spec("verl-cpu-smoke.yaml", work, "gpu-smoke", hardware)
+client, run_id, cell, _ = run_cell_job(spec_path, cell_id, "gpu-smoke")
 run = client.get_run(run_id)
 def steps(key):
     return sorted(m.step for m in client.get_metric_history(run_id, key))
 problems = []
 if steps("eval/avg_at_2") != [0, 2]:
     problems.append(f"eval/avg_at_2 at steps {steps('eval/avg_at_2')}, wanted [0, 2]")
-bench = cells[cell_id].benchmarks[0]
+bench = cell.benchmarks[0]
 if steps(f"eval/{bench}/avg_at_2") != [0, 2]:
     problems.append(f"eval/{bench}/avg_at_2 at steps {steps(f'eval/{bench}/avg_at_2')}")
 if steps("train/score") != [1, 2]:

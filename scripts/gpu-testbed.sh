@@ -30,48 +30,27 @@ WORK="${WORK:-$(mktemp -d /tmp/gppo-gpu-testbed.XXXXXX)}"
 mkdir -p "$WORK"
 echo "gpu-testbed: work dir $WORK"
 
-"$PYTHON" - "$WORK" "$GPUS" "${STEPS:-}" "$PYTHON" <<'PY'
+"$PYTHON" - "$WORK" "$GPUS" "${STEPS:-}" "$PYTHON" "$CELL" "$MIN_GAIN" <<'PY'
 import sys
 from pathlib import Path
-import yaml
-work, gpus, steps, python = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-spec = yaml.safe_load(Path("configs/verl-cpu-testbed.yaml").read_text())
-spec["name"] = "gpu-testbed"
-verl = spec["verl"]
-verl.update(cpu=False, gpus_per_node=gpus, rollout_gpu_memory_utilization=0.3,
-            checkpoint_dir=f"{work}/checkpoints", python=python)
-if steps:
-    verl.update(total_steps=int(steps), eval_every=int(steps), save_every=int(steps))
-spec["ray"] = {"resources": {"num_cpus": 1, "num_gpus": gpus}}
-Path(work, "testbed.yaml").write_text(yaml.safe_dump(spec))
-PY
+sys.path.insert(0, "scripts")
+from gpu_common import run_cell_job, write_spec
 
-"$PYTHON" - "$WORK" "$CELL" "$MIN_GAIN" <<'PY'
-import os, subprocess, sys
-from mlflow.tracking import MlflowClient
-from gppo.backends.base import get_backend
-from gppo.grid.expand import expand
-from gppo.grid.load import load_spec
+work, gpus, steps, python, cell_id = Path(sys.argv[1]), int(sys.argv[2]), *sys.argv[3:6]
+min_gain = float(sys.argv[6])
 
-work, cell_id, min_gain = sys.argv[1], sys.argv[2], float(sys.argv[3])
-cells = {c.id: c for c in expand(load_spec(f"{work}/testbed.yaml"))}
-cell = cells[cell_id]
-backend = get_backend("verl")
-settings = backend.validate_settings(cell.settings)
-backend.prepare(settings)  # the exported base and the benchmarks
-job = backend.job(cell)  # validates every override against verl
-uri = f"sqlite:///{work}/mlflow.db"
-client = MlflowClient(uri)
-run_id = client.create_run(client.create_experiment("gpu-testbed")).info.run_id
-env = {**os.environ, **job.env, "MLFLOW_TRACKING_URI": uri, "MLFLOW_RUN_ID": run_id}
-if os.environ.get("DRY_RUN") == "1":
-    argv = list(job.argv)
-    argv.insert(argv.index("--"), "--check-only")
-    sys.exit(subprocess.run(argv, env=env, cwd=work).returncode)
-print("gpu-testbed: running", job.entrypoint, flush=True)
-rc = subprocess.run(list(job.argv), env=env, cwd=work).returncode
-if rc != 0:
-    sys.exit(f"gpu-testbed: the job failed with exit code {rc}")
+
+def hardware(spec):
+    verl = spec["verl"]
+    verl.update(cpu=False, gpus_per_node=gpus, rollout_gpu_memory_utilization=0.3,
+                checkpoint_dir=f"{work}/checkpoints", python=python)
+    if steps:
+        verl.update(total_steps=int(steps), eval_every=int(steps), save_every=int(steps))
+    spec["ray"] = {"resources": {"num_cpus": 1, "num_gpus": gpus}}
+
+
+spec_path = write_spec("verl-cpu-testbed.yaml", work, "gpu-testbed", hardware)
+client, run_id, cell, settings = run_cell_job(spec_path, cell_id, "gpu-testbed")
 k = cell.eval_k
 scores = {m.step: m.value for m in client.get_metric_history(run_id, f"eval/avg_at_{k}")}
 base, final = scores.get(0), scores.get(settings.total_steps)
