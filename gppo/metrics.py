@@ -25,6 +25,17 @@ POLICY_LOSS = "train/policy_loss"
 WALL_TIME = "train/wall_time_s"  # seconds since the cell started
 
 
+def reduce_step(values_by_key: dict[str, list[float]]) -> dict[str, float]:
+    """One value per key for a step whose updates (or processes) each reported one: the largest
+    for a ``*_max`` key (``ratio_max``), the mean for every other. Every trainer reduces this way,
+    so ``train/ratio_max`` means the same in each."""
+    return {
+        key: max(vals) if key.endswith("_max") else sum(vals) / len(vals)
+        for key, vals in values_by_key.items()
+        if vals
+    }
+
+
 def train_metric(loss_metric_key: str) -> str:
     """MLflow name of a diagnostic returned by a loss (``clip_frac_low`` -> ``train/clip_frac_low``)."""
     return f"train/{loss_metric_key}"

@@ -26,6 +26,7 @@ from gppo.backends.local.policy import Policy, response_log_probs
 from gppo.backends.local.rollout import Rollout, completed, sample
 from gppo.backends.local.settings import LocalSettings
 from gppo.backends.local.tasks import Domain
+from gppo.metrics import reduce_step
 
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
@@ -76,13 +77,6 @@ def _merge(acc: dict[str, list[float]], metrics: dict[str, Any]) -> None:
             acc.setdefault(k, []).append(float(v))
         except (TypeError, ValueError):
             continue
-
-
-def _reduce(acc: dict[str, list[float]]) -> dict[str, float]:
-    out = {}
-    for k, vals in acc.items():
-        out[k] = max(vals) if k.endswith("_max") else sum(vals) / len(vals)
-    return out
 
 
 @dataclass
@@ -183,7 +177,7 @@ class Trainer:
                 _merge(acc, {**metrics, "policy_loss": float(loss.detach())})
             self.profile.update_tokens += ro.n_tokens
         self.profile.update_s += time.perf_counter() - t0
-        return _reduce(acc)
+        return reduce_step(acc)
 
     def step(self) -> dict[str, float]:
         """One iteration; returns the step's metrics under the loss's own keys plus

@@ -21,7 +21,7 @@ More than one process (``num_gpus: N > 1``, or ``num_processes`` on a CPU): the 
 runs this module under ``accelerate launch`` (:meth:`~gppo.backends.trl.backend.TrlBackend.job`),
 one data-parallel process per GPU. Every process trains (TRL splits each step's samples across
 them and averages the gradients); only the main one evaluates, logs into the run (each step's
-metrics averaged over the processes) and tags it finished, while the others wait at a barrier.
+metrics reduced over the processes) and tags it finished, while the others wait at a barrier.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ own helper (``_get_per_token_logps_and_entropies``), π_old from the batch
 current log-prob, as in TRL), the advantages are TRL's (group-normalised, broadcast over tokens),
 and the loss is ``gppo.objectives``' (the call the testbed and the verl plugin make:
 :func:`gppo.backends.local.train.make_loss`). Its diagnostics (clip fractions per side and per
-μ bucket, approx KL, …) are averaged over the step's updates (and, with more than one process,
-over the processes) and handed to ``on_step`` once per generation batch.
+μ bucket, approx KL, …) are reduced over the step's updates (and, with more than one process,
+over the processes) as the testbed reduces them (:func:`gppo.metrics.reduce_step`: the largest
+``ratio_max``, the mean of the rest) and handed to ``on_step`` once per generation batch.
 
 Position ids. TRL's log-prob forward passes only ``input_ids`` and ``attention_mask``; a model with
 learned absolute positions (GPT-2, the testbed's base) then scores a left-padded prompt at
@@ -26,6 +27,7 @@ import torch
 from trl import GRPOTrainer
 
 from gppo.backends.local.hf_export import mask_positions
+from gppo.metrics import reduce_step
 
 #: ``on_step(step, values)``: one generation batch's metrics under the loss's own keys plus
 #: ``score`` (mean reward), ``entropy`` and ``response_length``
@@ -120,19 +122,20 @@ class GppoGRPOTrainer(GRPOTrainer):
 
     # --- one step (generation batch) done -----------------------------------------------------------
     def step_done(self, step: int) -> None:
-        """Hand the step's metrics (means over its updates and processes) to ``on_step`` and
-        start anew (every process calls it at the same step: the mean is a collective)."""
-        values = {k: sum(v) / len(v) for k, v in self._acc.items() if v}
+        """Hand the step's metrics (reduced over its updates and processes) to ``on_step`` and
+        start anew (every process calls it at the same step: the gather is a collective)."""
+        values = reduce_step(self._acc)
         values.update(self._batch)
         self._acc = {}
         if self.accelerator.num_processes > 1:
-            values = self._mean_over_processes(values)
+            values = self._reduce_over_processes(values)
         if self.on_step is not None:
             self.on_step(step, values)
 
-    def _mean_over_processes(self, values: dict[str, float]) -> dict[str, float]:
-        """Each value's mean over the processes (all report the same keys: the same loss)."""
+    def _reduce_over_processes(self, values: dict[str, float]) -> dict[str, float]:
+        """Each value reduced over the processes by :func:`reduce_step` (all report the same
+        keys: the same loss); ``(P, K)`` gathered, one column per key."""
         keys = sorted(values)
-        local = torch.tensor([values[k] for k in keys], dtype=torch.float64)
-        mean = self.accelerator.reduce(local.to(self.accelerator.device), reduction="mean")
-        return dict(zip(keys, mean.tolist(), strict=True))
+        local = torch.tensor([[values[k] for k in keys]], dtype=torch.float64)
+        table = self.accelerator.gather(local.to(self.accelerator.device)).cpu()
+        return reduce_step({k: table[:, i].tolist() for i, k in enumerate(keys)})

@@ -28,7 +28,7 @@ def make_trainer(base_dir, tmp_path, *, cls=None, positions=True, **config):
     model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32)
     handle = use_mask_positions(model) if positions else None
     tok = AutoTokenizer.from_pretrained(base_dir, padding_side="left")
-    loss_kw = {k: config.pop(k) for k in ("loss_fn", "loss_agg_mode") if k in config}
+    loss_kw = {k: config.pop(k) for k in ("loss_fn", "loss_agg_mode", "on_step") if k in config}
     args = GRPOConfig(
         output_dir=str(tmp_path / "out"),
         per_device_train_batch_size=8,

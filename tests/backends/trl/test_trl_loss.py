@@ -87,3 +87,35 @@ def test_trls_clipped_loss_is_our_tv_mc(base_dir, tmp_path, loss_type, agg):
     for a, b in zip(g_ours, g_trl, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
     assert abs(float(v_trl)) > 0  # a real loss, not a zero that would match anything
+
+
+@pytest.mark.slow
+def test_a_steps_metrics_are_reduced_over_its_updates_as_the_testbed_reduces_them(
+    base_dir, tmp_path
+):
+    """Two updates of one step, the second further off-policy: the step's ``ratio_max`` is the
+    larger of the two (as the testbed's), every other diagnostic their mean."""
+    from gppo.backends.local.train import make_loss
+    from gppo.backends.trl.trainer import GppoGRPOTrainer
+
+    loss_fn, mode = make_loss("gppo", {"divergence": "tv", "estimator": "mc", "delta": EPS})
+    seen: list[tuple[int, dict[str, float]]] = []
+    trainer, _ = make_trainer(
+        base_dir, tmp_path, cls=GppoGRPOTrainer, loss_fn=loss_fn, loss_agg_mode=mode,
+        on_step=lambda step, values: seen.append((step, values)),
+    )  # fmt: skip
+    per_update = []
+    for shift in (0.1, 1.0):
+        inputs = _inputs(trainer)
+        inputs["old_per_token_logps"] = inputs["old_per_token_logps"] * shift
+        _value_and_grads(trainer, inputs)
+        per_update.append({k: v[-1] for k, v in trainer._acc.items()})
+    trainer.step_done(7)
+    (step, values), = seen  # fmt: skip
+    assert step == 7
+    maxes = [u["ratio_max"] for u in per_update]
+    assert maxes[0] != maxes[1]
+    assert values["ratio_max"] == max(maxes)
+    kls = [u["approx_kl"] for u in per_update]
+    assert values["approx_kl"] == pytest.approx(sum(kls) / 2)
+    assert trainer._acc == {}  # the next step starts anew
