@@ -14,7 +14,9 @@ The launcher, the tuner and the report read a cell's run by these rules only (th
 
 A retried attempt that resumes the same run (verl, TRL) logs each point once:
 ``log_evaluation(..., once=True)`` skips a step already in the run, :meth:`CellRun.last_step`
-says where the run's history ends. :func:`protocol_violations` checks a finished run against
+says where the run's history ends; only the run's own checkpoints are resumed
+(:func:`gppo.backends.checkpoints.claim_checkpoints`: a later sweep of the same cell starts
+afresh). :func:`protocol_violations` checks a finished run against
 these rules (the backends' contract test runs every registered backend's entrypoint through it).
 """
 

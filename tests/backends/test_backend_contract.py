@@ -262,6 +262,7 @@ def _run_verl(cell: Cell, tmp_path: Path, monkeypatch) -> tuple[object, str, int
         _verl_session(monkeypatch, uri, run_id, steps)
 
     monkeypatch.setattr(entry, "_run_verl", stand_in)
+    monkeypatch.chdir(tmp_path)  # the cell's checkpoint directory is relative: the job's cwd
     argv = list(get_backend("verl").job(cell).argv[3:])
     argv[argv.index("--total-steps") + 1] = "2"
     assert entry.main(argv) == 0
@@ -298,3 +299,27 @@ def test_the_entrypoint_logs_what_the_protocol_says(name, tmp_path, monkeypatch)
         client, run_id, eval_k=cell.eval_k, benchmarks=cell.benchmarks, final_step=steps
     )
     assert problems == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["trl", "trl-real"])
+def test_a_later_sweep_of_a_finished_cell_trains_it_afresh(name, tmp_path):
+    """The same cell in a second sweep (a new store, so a new run) finds the first sweep's
+    checkpoints in the cell's directory: it must train from step 0 and log every step, not
+    resume the finished model and report it as its own (gppo.backends.checkpoints)."""
+    from gppo.backends.cell_run import protocol_violations
+
+    section = ROUTE_SECTIONS[name](tmp_path) if name in ROUTE_SECTIONS else None
+    cell = next(c for c in _plan(tmp_path, "trl", section).cells if c.method == "gppo")
+    _run_trl(cell, tmp_path)  # the first sweep: finished, its checkpoints left behind
+    assert any((tmp_path / "ckpt").glob("*/checkpoint-*")), list((tmp_path / "ckpt").rglob("*"))
+    later = tmp_path / "later"
+    later.mkdir()
+    small = {"steps": 2, "prompts_per_step": 4, "minibatches": 2}
+    client, run_id, steps = _run_job(
+        cell, later, {**small, "checkpoint_dir": str(tmp_path / "ckpt")}
+    )
+    problems = protocol_violations(
+        client, run_id, eval_k=cell.eval_k, benchmarks=cell.benchmarks, final_step=steps
+    )
+    assert problems == []  # without the claim: no train/score at steps 1..2 (nothing trained)

@@ -1,5 +1,6 @@
-"""The TRL backend: each cell as one TRL ``GRPOTrainer`` run (one node: a laptop CPU or one GPU)
-with the cell's loss (``backend: trl``).
+"""The TRL backend: each cell as one TRL ``GRPOTrainer`` run on one node (a laptop CPU, one GPU,
+or several GPUs as data-parallel processes under ``accelerate launch``) with the cell's loss
+(``backend: trl``).
 
 Modules: ``settings`` (the ``trl:`` spec section), ``trainer`` (the ``GRPOTrainer`` subclass whose
 loss is the cell's, and the position-id fix for left-padded GPT-2-style models), ``backend`` (the

@@ -10,7 +10,8 @@
    attempt);
 3. trains with :class:`~gppo.backends.trl.trainer.GppoGRPOTrainer` (the cell's loss), logging each
    step's ``train/*`` once, checkpointing every ``save_every`` steps under the cell's checkpoint
-   directory; a retried attempt resumes from its latest checkpoint in the same run;
+   directory; a retried attempt of the same run resumes from its latest complete checkpoint
+   (any other run's are removed first: :mod:`gppo.backends.checkpoints`);
 4. saves the final policy under ``<checkpoint>/final`` and scores it by the same evaluator at
    step ``steps``, then tags the run finished
    (the backend protocol: :mod:`gppo.backends.cell_run`).
@@ -28,12 +29,14 @@ from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from gppo.backends.cell_run import CellRun
+from gppo.backends.checkpoints import claim_checkpoints
 from gppo.backends.trl.realmodel import CellParts
 from gppo.backends.trl.settings import TrlSettings
 from gppo.cell import Cell
@@ -108,6 +111,10 @@ def grpo_config(s: TrlSettings, seed: int, output_dir: Path, max_new_tokens: int
         disable_dropout=True,
         use_vllm=s.use_vllm,
         vllm_mode=s.vllm_mode,
+        vllm_server_base_url=s.vllm_server_url,
+        # π_old is the trainer's recomputed log-prob, as in the testbed and verl's defaults; TRL's
+        # vLLM importance-sampling factor would multiply our loss by a ratio no other trainer uses
+        vllm_importance_sampling_correction=False,
         use_cpu=s.num_gpus == 0,
         ddp_timeout=BARRIER_TIMEOUT_S,
         save_strategy="steps",
@@ -123,8 +130,33 @@ def grpo_config(s: TrlSettings, seed: int, output_dir: Path, max_new_tokens: int
 
 
 def cell_checkpoint_dir(cell: Cell, s: TrlSettings) -> Path:
-    """The cell's TRL output directory: stable across retries, new when its settings change."""
+    """The cell's TRL output directory: stable across retries, new when its settings change (and
+    claimed by the cell's run before training: :mod:`gppo.backends.checkpoints`)."""
     return Path(s.checkpoint_dir).expanduser() / f"{cell.id}-{cell.config_hash}"
+
+
+#: what transformers writes into a ``checkpoint-N`` directory last (after the weights, optimiser,
+#: scheduler and RNG states): a directory without it was cut off mid-save
+CHECKPOINT_COMPLETE = "trainer_state.json"
+
+
+def last_complete_checkpoint(out_dir: Path, main: bool = True) -> str | None:
+    """The newest ``checkpoint-N`` under ``out_dir`` that transformers finished writing, or
+    ``None``. A newer one cut off mid-save (an attempt stopped while saving) would fail every
+    retry in ``trainer.train``; the main process removes it."""
+    if not out_dir.is_dir():
+        return None
+    found = sorted(
+        (int(p.name.rpartition("-")[2]), p)
+        for p in out_dir.glob("checkpoint-*")
+        if p.is_dir() and p.name.rpartition("-")[2].isdigit()
+    )
+    while found and not (found[-1][1] / CHECKPOINT_COMPLETE).is_file():
+        _, cut = found.pop()
+        if main:
+            print(f"[trl] {cut} was cut off mid-save: removed", flush=True)
+            shutil.rmtree(cut, ignore_errors=True)
+    return str(found[-1][1]) if found else None
 
 
 class _StepLogger:
@@ -206,7 +238,6 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     (on a process other than the main one: ``{}``, and ``run`` must be ``None`` there)."""
     import torch
     from transformers.trainer_callback import PrinterCallback
-    from transformers.trainer_utils import get_last_checkpoint
 
     from gppo.backends.base import get_backend
     from gppo.backends.local.train import make_loss
@@ -246,12 +277,16 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
         _wait_for_everyone()
         return scores
 
+    out_dir = cell_checkpoint_dir(cell, s)
+    if main:  # before the barrier below: every process then sees the claimed directory
+        note = claim_checkpoints(out_dir, run.run_id if run is not None else None)
+        if note:
+            print(f"[trl] {note}", flush=True)
     if run is None or 0 not in run.evaluated_steps():
         score(parts.model, parts.base_dir, 0)
     else:
         _wait_for_everyone()  # every process decides the same way
-    out_dir = cell_checkpoint_dir(cell, s)
-    resume = get_last_checkpoint(str(out_dir)) if out_dir.is_dir() else None
+    resume = last_complete_checkpoint(out_dir, main)
     trainer = GppoGRPOTrainer(
         model=parts.model,
         args=grpo_config(s, cell.seed, out_dir, s.completion_length),
@@ -272,6 +307,11 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     t_train = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume)
     t_train = time.perf_counter() - t_train
+    if trainer.state.global_step != s.steps * s.updates_per_step:  # never a finished run untrained
+        raise BackendError(
+            f"{cell.id}: TRL stopped after {trainer.state.global_step} of "
+            f"{s.steps * s.updates_per_step} updates (its log above says why)"
+        )
     print(f"[trl] {weights_line(trainer)}", flush=True)
     final_dir = out_dir / "final"
     trainer.save_model(str(final_dir))  # every process (the main one writes)

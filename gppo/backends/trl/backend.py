@@ -46,8 +46,12 @@ class TrlBackend(Backend):
         return self.default_benchmarks(s) if s.testbed else tuple(s.val_files)
 
     def stall_timeout_s(self, settings: BaseModel, *, first_step: bool = False) -> float | None:
-        """10 minutes between steps; 15 before the first (imports, the base's export and
-        evaluation, TRL's set-up)."""
+        """The testbed route: 10 minutes between steps, 15 before the first (imports, the base's
+        evaluation, TRL's set-up). A model of your own: an hour, as verl's (between two logged
+        steps it may evaluate whole benchmarks, save a checkpoint, or retrain, unlogged, the
+        steps a resumed attempt repeats since its checkpoint)."""
+        if not TrlSettings.model_validate(settings).testbed:
+            return 3600.0
         return 900.0 if first_step else 600.0
 
     def preflight(self, plan, spec_path, say, *, train_step=False):  # type: ignore[no-untyped-def]

@@ -270,6 +270,11 @@ def load(s: TrlSettings, benchmarks: Sequence[str], k: int) -> CellParts:
             "as plain text)"
         )
     train = read_rows(s.train_file, s, tokenizer)  # type: ignore[arg-type]
+    if len(train) < s.prompts_per_step:  # TRL's sampler would then yield no batch at all
+        raise BackendError(
+            f"train_file: {s.train_file} has {len(train)} prompt(s) within max_prompt_length: "
+            f"{s.max_prompt_length}, fewer than prompts_per_step: {s.prompts_per_step}"
+        )
     val = {b: read_rows(s.val_files[b], s, tokenizer) for b in benchmarks}
     check_scorers({r["data_source"] for rows in (train, *val.values()) for r in rows})
     dtype = torch.bfloat16 if s.dtype == "bfloat16" else torch.float32

@@ -30,6 +30,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 #: ``max_new_tokens`` of a ``testbed: false`` cell that sets none.
 DEFAULT_MAX_NEW_TOKENS = 1024
+#: settings of the ``testbed: false`` route only (refused beside ``testbed: true``, not ignored)
+OWN_MODEL_ONLY = ("max_prompt_length", "chat_template", "eval_prompts", "eval_batch_size")
 
 
 class TrlSettings(BaseModel):
@@ -79,6 +81,9 @@ class TrlSettings(BaseModel):
     gradient_checkpointing: bool = False
     use_vllm: bool = Field(False, description="generate with vLLM (a GPU, vLLM installed)")
     vllm_mode: Literal["colocate", "server"] = "colocate"
+    #: ``vllm_mode: server``: the base URL of a running ``trl vllm-serve`` (e.g.
+    #: ``http://localhost:8000``), TRL's ``vllm_server_base_url``.
+    vllm_server_url: str | None = Field(None, min_length=1)
     num_gpus: int = Field(
         0, ge=0, description="0: CPU; N: N CUDA GPUs, one data-parallel process on each"
     )
@@ -113,9 +118,22 @@ class TrlSettings(BaseModel):
                 f"prompts_per_step * group_size ({self.samples_per_step} samples per step) must "
                 f"divide across minibatches: {self.minibatches} x {field}: {n} (processes)"
             )
-        if self.use_vllm and self.num_gpus == 0:
-            raise ValueError("use_vllm: true needs num_gpus >= 1 (vLLM generation on a GPU)")
+        self._check_vllm()
         return self
+
+    def _check_vllm(self) -> None:
+        if not self.use_vllm:
+            given = self._changed("vllm_mode", "vllm_server_url")
+            if given:
+                raise ValueError(f"{', '.join(given)} needs use_vllm: true")
+            return
+        if self.num_gpus == 0:
+            raise ValueError("use_vllm: true needs num_gpus >= 1 (vLLM generation on a GPU)")
+        if (self.vllm_mode == "server") != (self.vllm_server_url is not None):
+            raise ValueError(
+                "vllm_mode: server needs vllm_server_url (a running `trl vllm-serve`), and "
+                "vllm_server_url needs vllm_mode: server"
+            )
 
     def _check_route(self) -> None:
         own = [k for k in ("model_path", "train_file", "val_files") if getattr(self, k)]
@@ -127,10 +145,11 @@ class TrlSettings(BaseModel):
                 )
             if self.domain != "math":
                 raise ValueError("domain: 'code' needs testbed: false (the testbed is math only)")
-            if self.eval_prompts is not None:
+            given = self._changed(*OWN_MODEL_ONLY)
+            if given:
                 raise ValueError(
-                    "eval_prompts needs testbed: false (the testbed's evaluator scores its whole "
-                    "benchmarks)"
+                    f"{', '.join(given)} needs testbed: false (the testbed's prompts and its "
+                    "evaluator are its own: whole benchmarks, plain-text prompts)"
                 )
             return
         missing = [k for k in ("model_path", "train_file", "val_files") if k not in own]
@@ -139,6 +158,12 @@ class TrlSettings(BaseModel):
                 f"testbed: false needs {', '.join(missing)} (a Hugging Face model directory and "
                 "parquet files from `gppo-sweep data prepare -b trl`)"
             )
+
+    def _changed(self, *names: str) -> list[str]:
+        """Those of ``names`` set to other than their default (a cell's settings arrive as a full
+        dump, so what was set cannot be told from ``model_fields_set``)."""
+        fields = type(self).model_fields
+        return [n for n in names if getattr(self, n) != fields[n].default]
 
     @property
     def completion_length(self) -> int:

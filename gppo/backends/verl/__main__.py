@@ -5,9 +5,10 @@
 2. mirrors verl's metrics onto our names in the cell's MLflow run (``MLFLOW_RUN_ID``) every
    ``--mirror-every`` seconds while training runs, and once more at the end;
 3. runs ``verl.trainer.main_ppo.main`` with the overrides (exactly ``python -m
-   verl.trainer.main_ppo OVERRIDES``), which resumes from the cell's checkpoint directory (first
-   moved back to the run's latest logged step when a later one was saved but never logged:
-   :mod:`gppo.backends.verl.resume`);
+   verl.trainer.main_ppo OVERRIDES``), which resumes from the cell's checkpoint directory when
+   this run's earlier attempt left it (another run's are removed first:
+   :mod:`gppo.backends.checkpoints`; a checkpoint saved but never logged is moved back to the
+   run's latest logged step: :mod:`gppo.backends.verl.resume`);
 4. after the final evaluation is in the run, sets tag ``gppo.finished=true``.
 
 With ``--testbed DOMAIN`` (a ``verl.testbed: true`` cell) it first builds the testbed's assets
@@ -147,6 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     run = CellRun.attach(eval_k=args.eval_k, benchmarks=benchmarks)
     testbed = _Testbed(args, benchmarks) if args.testbed else None
     mirror = _Mirror(run, args.mirror_every, testbed is None) if run is not None else None
+    if args.checkpoint_dir:  # never resume another run's checkpoints (a sweep before this one)
+        from gppo.backends.checkpoints import claim_checkpoints
+
+        note = claim_checkpoints(args.checkpoint_dir, run.run_id if run is not None else None)
+        if note:
+            print(f"[gppo] {note}", file=sys.stderr, flush=True)
     if testbed is not None:
         testbed.prepare()
         testbed.score(run, step=0)

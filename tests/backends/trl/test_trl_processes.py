@@ -20,6 +20,7 @@ import yaml
 from gppo import metrics as M
 from gppo.backends.base import get_backend
 from gppo.backends.cell_run import protocol_violations
+from gppo.backends.checkpoints import OWNER_FILE
 from gppo.backends.trl.__main__ import RESUMED_FROM, cell_checkpoint_dir
 from gppo.backends.trl.settings import TrlSettings
 from gppo.cell import Cell
@@ -120,6 +121,7 @@ def test_two_cpu_processes_train_one_cell_and_log_it_once(tmp_path):
     shutil.copytree(
         done / f"checkpoint-{STEPS * MINIBATCHES}", ahead / f"checkpoint-{STEPS * MINIBATCHES}"
     )
+    shutil.copy(done / OWNER_FILE, ahead / OWNER_FILE)  # the same run's checkpoints
     out = _attempt(longer, env, tmp_path / "attempt2.log")
     assert out.count("[trl] resuming from") == 2, out[-3000:]
     assert _trained(out)["0"].startswith(f"{(STEPS + 1) * MINIBATCHES} updates")

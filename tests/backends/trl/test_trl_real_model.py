@@ -40,6 +40,25 @@ def _spec(tmp_path, trl: dict) -> object:
         ({"testbed": False, "model_path": "/m", "val_files": {"aime24": "/a"}}, ("train_file",)),
         ({"model_path": "/m"}, ("testbed: true", "model_path")),
         ({"domain": "code"}, ("domain", "testbed: false")),
+        # settings of a model of your own are refused beside the testbed, not ignored
+        (
+            {"max_prompt_length": 64, "eval_batch_size": 8},
+            ("max_prompt_length", "eval_batch_size", "testbed: false"),
+        ),
+        ({"chat_template": False}, ("chat_template", "testbed: false")),
+        ({"vllm_mode": "server"}, ("vllm_mode", "use_vllm: true")),
+        (
+            {
+                "testbed": False,
+                "model_path": "/m",
+                "train_file": "/t",
+                "val_files": {"a": "/a"},
+                "num_gpus": 1,
+                "use_vllm": True,
+                "vllm_mode": "server",
+            },
+            ("vllm_mode: server", "vllm_server_url"),
+        ),
     ],
 )
 def test_a_bad_route_is_refused_in_one_line_naming_the_field(tmp_path, trl, names):
@@ -154,3 +173,21 @@ def test_a_real_model_cell_trains_through_trl_and_keeps_the_protocol(tmp_path, m
         steps = sorted(int(m.step) for m in client.get_metric_history(run_id, name))
         assert steps == list(range(1, STEPS + 1)), name
     assert (tmp_path / "ckpt" / f"{cell.id}-{cell.config_hash}" / "final" / "config.json").is_file()
+
+
+def test_training_data_smaller_than_one_step_is_refused_in_one_line(tmp_path):
+    """Fewer training prompts than ``prompts_per_step``: TRL's sampler would yield no batch and
+    the cell would "finish" untrained; the load names the file, both counts and the field."""
+    from gppo.backends.trl import realmodel
+    from gppo.backends.trl.settings import TrlSettings
+    from gppo.errors import BackendError
+
+    from ..test_backend_contract import _trl_real_section
+
+    section = _trl_real_section(tmp_path)
+    s = TrlSettings.model_validate({**section, "prompts_per_step": 10_000, "minibatches": 1})
+    with pytest.raises(BackendError) as info:
+        realmodel.load(s, ["smoke"], K)
+    message = str(info.value)
+    assert "\n" not in message and "prompts_per_step: 10000" in message, message
+    assert section["train_file"] in message and "max_prompt_length: 64" in message, message

@@ -140,6 +140,7 @@ def test_entrypoint_marks_finished_only_after_final_eval(
         _verl_session(monkeypatch, uri, run_id, {0: _val(scores), 1: _train(1), 2: last})
 
     monkeypatch.setattr(entry, "_run_verl", stand_in)
+    monkeypatch.chdir(tmp_path)  # the cell's checkpoint directory is relative: the job's cwd
     cell = next(c for c in all_paper_cells["paper-math"] if c.id == "kl-atomic-s0")
     argv = list(get_backend("verl").job(cell).argv[3:])
     argv[argv.index("--total-steps") + 1] = "2"
