@@ -8,8 +8,11 @@ scores as fractions):
 - ``prob_improvement``: P(cell > reference), the Mann-Whitney U / (n m) per benchmark (ties 1/2)
   averaged over benchmarks (as in Table 1);
 
-each with a 95% percentile CI from a bootstrap stratified over benchmarks (runs resampled within
-each benchmark; cell and reference independently). One run: the estimate without a CI.
+each with a 95% percentile CI from a bootstrap over runs (:func:`gppo.analysis.stats.
+run_bootstrap_interval`: whole rows of the matrix resampled, a run's benchmark scores kept
+together since one run is scored on every benchmark; cell and reference independently). One run:
+the estimate without a CI. ``left_out``: the seeds with results but not on every benchmark,
+left out of the estimates ("/"-joined, empty when none).
 
 :func:`aggregate_frame` computes them; :func:`figure_intervals` (Mean and IQM interval
 estimates per cell) and :func:`figure_improvement` (P(cell > reference) with its CI) draw them;
@@ -24,7 +27,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gppo.analysis.stats import bootstrap_interval
+from gppo.analysis.stats import run_bootstrap_interval
 from gppo.analysis.table import row_order
 from gppo.objectives.defaults import REFERENCE
 from gppo.store.state import State
@@ -34,49 +37,54 @@ STEM_INTERVALS = "aggregate_intervals"
 STEM_IMPROVEMENT = "aggregate_improvement"
 
 
-def _cat(*xs: np.ndarray) -> np.ndarray:
-    return np.concatenate(xs, axis=-1)
+def _mean(m: np.ndarray) -> np.ndarray:
+    """Mean over runs and benchmarks of ``m``, shape ``(..., n_runs, n_bench)``."""
+    return np.mean(m, axis=(-2, -1))
 
 
-def _mean(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean([np.mean(x, axis=axis) for x in xs], axis=0)
+def _iqm(m: np.ndarray) -> np.ndarray:
+    """Interquartile mean of all run x benchmark scores of ``m``, shape ``(..., n_runs, n_bench)``."""
+    return stats.trim_mean(m.reshape(*m.shape[:-2], -1), 0.25, axis=-1)
 
 
-def _iqm(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
-    return stats.trim_mean(_cat(*xs), 0.25, axis=-1)
+def _pi(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``(1/B) Σ_b U_b / (n m)`` of ``x`` ``(..., n, B)`` against ``y`` ``(..., m, B)``."""
+    u = stats.mannwhitneyu(x, y, axis=-2).statistic  # shape (..., B)
+    return np.mean(u / (x.shape[-2] * y.shape[-2]), axis=-1)
 
 
-def _pi_statistic(b: int):
-    def pi(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
-        per = []
-        for x, y in zip(xs[:b], xs[b:], strict=True):
-            u = stats.mannwhitneyu(x, y, axis=-1).statistic
-            per.append(u / (x.shape[-1] * y.shape[-1]))
-        return np.mean(per, axis=0)
-
-    return pi
-
-
-def _estimate(samples: list[np.ndarray], statistic) -> tuple[float, float, float]:
-    point = float(statistic(*samples))
-    if min(s.shape[-1] for s in samples) < 2:
+def _estimate(matrices: list[np.ndarray], statistic) -> tuple[float, float, float]:
+    point = float(statistic(*matrices))
+    if min(len(m) for m in matrices) < 2:
         return point, np.nan, np.nan
-    lo, hi = bootstrap_interval(samples, statistic)
+    lo, hi = run_bootstrap_interval(matrices, statistic)
     return point, lo, hi
 
 
-def run_matrix(tidy: pd.DataFrame, domain: str, cell: str) -> pd.DataFrame:
-    """(runs x benchmarks) finished scores of one cell; runs without every benchmark dropped."""
+def _pivot(tidy: pd.DataFrame, domain: str, cell: str) -> pd.DataFrame:
     rows = tidy[(tidy["domain"] == domain) & (tidy["status"] == State.DONE)]
     benches = list(dict.fromkeys(rows["benchmark"]))
     mine = rows[rows["cell"] == cell].pivot_table(
         index="seed", columns="benchmark", values="score", aggfunc="mean"
     )
-    return mine.reindex(columns=benches).dropna()
+    return mine.reindex(columns=benches)
+
+
+def run_matrix(tidy: pd.DataFrame, domain: str, cell: str) -> pd.DataFrame:
+    """(runs x benchmarks) finished scores of one cell; runs without every benchmark dropped
+    (:func:`left_out` names them)."""
+    return _pivot(tidy, domain, cell).dropna()
+
+
+def left_out(tidy: pd.DataFrame, domain: str, cell: str) -> list[int]:
+    """Seeds of one cell with a finished score on some benchmark but not on every one."""
+    m = _pivot(tidy, domain, cell)
+    return [int(s) for s in m.index[m.isna().any(axis=1) & m.notna().any(axis=1)]]
 
 
 def aggregate_frame(tidy: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFrame:
-    """Long frame: domain, cell, metric (mean | iqm | prob_improvement), estimate, lo, hi, n_runs."""
+    """Long frame: domain, cell, metric (mean | iqm | prob_improvement), estimate, lo, hi, n_runs,
+    left_out (seeds without every benchmark, not in the estimates)."""
     out = []
     for domain in dict.fromkeys(tidy["domain"]):
         cells = row_order(tidy.loc[tidy["domain"] == domain, "cell"])
@@ -85,15 +93,15 @@ def aggregate_frame(tidy: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFr
             m = run_matrix(tidy, domain, cell)
             if m.empty:
                 continue
-            cols = [m[b].to_numpy(float) for b in m.columns]
-            rec = {"domain": domain, "cell": cell, "n_runs": len(m)}
+            runs = m.to_numpy(float)
+            dropped = "/".join(map(str, left_out(tidy, domain, cell)))
+            rec = {"domain": domain, "cell": cell, "n_runs": len(m), "left_out": dropped}
             for metric, fn in (("mean", _mean), ("iqm", _iqm)):
-                out.append({**rec, "metric": metric, **_named(_estimate(cols, fn))})
+                out.append({**rec, "metric": metric, **_named(_estimate([runs], fn))})
             if ref is not None and not ref.empty and list(ref.columns) == list(m.columns):
-                refs = [ref[b].to_numpy(float) for b in ref.columns]
-                est = _estimate([*cols, *refs], _pi_statistic(len(cols)))
+                est = _estimate([runs, ref.to_numpy(float)], _pi)
                 out.append({**rec, "metric": "prob_improvement", **_named(est)})
-    columns = ["domain", "cell", "metric", "estimate", "lo", "hi", "n_runs"]
+    columns = ["domain", "cell", "metric", "estimate", "lo", "hi", "n_runs", "left_out"]
     return pd.DataFrame(out, columns=columns)
 
 
@@ -113,7 +121,7 @@ def _bars(ax, part: pd.DataFrame, scale: float, colour: str) -> None:
 
 
 def figure_intervals(agg: pd.DataFrame):
-    """Mean and IQM over benchmarks per cell (percent) with 95% stratified bootstrap CIs."""
+    """Mean and IQM over benchmarks per cell (percent) with 95% bootstrap CIs over runs."""
     import matplotlib.pyplot as plt
 
     domains = list(dict.fromkeys(agg["domain"]))
@@ -131,13 +139,13 @@ def figure_intervals(agg: pd.DataFrame):
             ax.set_title(f"{domain}: {'Mean' if metric == 'mean' else 'IQM'} (%)", fontsize=10)
             if ax is not row[0]:
                 ax.set_yticklabels([])
-    fig.suptitle("Interval estimates over benchmarks (95% stratified bootstrap CIs)", fontsize=10)
+    fig.suptitle("Interval estimates over benchmarks (95% bootstrap CIs over runs)", fontsize=10)
     fig.tight_layout()
     return fig
 
 
 def figure_improvement(agg: pd.DataFrame, reference: str = REFERENCE):
-    """P(cell > reference) per cell with its 95% stratified bootstrap CI; 0.5 = no difference."""
+    """P(cell > reference) per cell with its 95% bootstrap CI over runs; 0.5 = no difference."""
     import matplotlib.pyplot as plt
 
     part = agg[(agg["metric"] == "prob_improvement") & (agg["cell"] != reference)]
@@ -182,6 +190,7 @@ __all__ = [
     "aggregate_frame",
     "figure_improvement",
     "figure_intervals",
+    "left_out",
     "run_matrix",
     "write_aggregate",
 ]

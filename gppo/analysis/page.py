@@ -51,7 +51,7 @@ FIGURES: dict[str, str] = {
     ),
     "aggregate_intervals": (
         "Aggregate view (after Agarwal et al., 2021): mean and interquartile mean over"
-        " benchmarks per cell, with 95% stratified bootstrap intervals over seeds."
+        " benchmarks per cell, with 95% bootstrap intervals over runs (whole runs resampled)."
     ),
     "aggregate_improvement": (
         "Probability of improvement P(cell > reference) over seeds and benchmarks, with 95%"

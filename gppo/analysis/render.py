@@ -25,6 +25,7 @@ from gppo.analysis.table import (
     DIV_NAMES,
     EST_NAMES,
     KNOWN_METHODS,
+    NO_SPREAD,
     OTHER_BASELINES,
     Block,
     Entry,
@@ -119,7 +120,10 @@ def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.Data
         ]
         rank = [0, 0, *[e.rank or 0 for e in cells], 0]
         if table.multi_seed:
-            text = [group, label, *values, esc(delta_text(row)), pi_text(row), str(row.n_seeds)]
+            delta = esc(delta_text(row)) + (
+                _sup(table.mark(NO_SPREAD), fmt) if row.no_spread else ""
+            )
+            text = [group, label, *values, delta, pi_text(row), str(row.n_seeds)]
             rank += [0, 0]
         else:
             text = [group, label, *values, esc(rel_text(row))]
@@ -143,9 +147,10 @@ def _highlight_note(table: Table1, fmt: str) -> str | None:
         return f"Best, second and third of each column by mean: {style}."
     if table.highlight == "separated" and table.multi_seed:
         return (
-            f"Ranks 1, 2, 3 of a column by mean ({style}) are highlighted only where the entry's"
-            " 95% CI lies above the CIs of every entry ranked 4th or lower, i.e. where the data"
-            " separate it from the rest; the base model is not ranked."
+            f"Ranks 1, 2, 3 of a column by mean ({style}) are highlighted only where the data"
+            " separate them: entries whose 95% CIs do not separate them share a rank (as ties"
+            " do), and an entry is highlighted only if its CI and those ranked above it lie"
+            " above the CIs of every entry below it; the base model is not ranked."
         )
     return None
 
@@ -163,15 +168,18 @@ def notes(table: Table1, fmt: str = "md") -> list[str]:
     else:
         out = [
             f"Scores are {k} in percent: mean [{conf} CI] over the seeds in column Seeds"
-            f" (percentile bootstrap over seeds, {N_RESAMPLES} resamples); Avg. is the mean over"
-            " benchmarks, its CI from a bootstrap stratified over benchmarks (seeds resampled"
-            " within each benchmark).",
-            f"Δ vs {ref}: Avg. minus {ref}'s Avg. in points [{conf} stratified bootstrap CI];"
+            f" (percentile bootstrap over seeds, {N_RESAMPLES} resamples); Avg. is the mean of"
+            " the per-seed averages over benchmarks of the seeds with every benchmark (a"
+            " footnote names any other), its CI from the bootstrap of those averages: a seed is"
+            " one run scored on every benchmark, so whole runs are resampled.",
+            f"Δ vs {ref}: Avg. minus {ref}'s Avg. in points [{conf} bootstrap CI, the row's and"
+            f" {ref}'s runs resampled independently];"
             f" P(> {ref}): probability of improvement, the Mann-Whitney U over all seed pairs"
             " / (n·m), ties counting ½, averaged over benchmarks (Agarwal et al., 2021).",
             f"{SIG_MARK}: the row's per-seed Avg. differs from {ref}'s at α = {table.alpha:g}"
             f" ({TESTS[table.test]}, {CORRECTIONS[table.correction]} correction over"
-            f" {_compared(table)}); rows with fewer than 2 seeds are not tested."
+            f" {_compared(table)}); rows with fewer than 2 seeds, or with no spread between seeds"
+            " (identical seeds are not replicates), are not tested."
             + (
                 " Pooling assumes equal seed variances across cells."
                 if table.test == "pooled"

@@ -4,12 +4,17 @@ Edge of the Statistical Precipice", rliable), built on ``scipy.stats``.
 Data of one cell: ``columns``, a sequence with one 1-D array per benchmark, the scores of that
 benchmark over the cell's seeds (shape ``(n_seeds_b,)``; percent or fractions, any scale).
 
-- :func:`mean_ci`: percentile bootstrap CI of one benchmark's mean over seeds;
-- :func:`stratified_mean_ci`: the CI of the Avg. (mean over benchmarks of the per-benchmark
-  means), seeds resampled *within* each benchmark (stratified bootstrap, rliable's
-  ``StratifiedBootstrap``): ``Avg* = (1/B) Σ_b mean(x_b*)``;
-- :func:`stratified_delta_ci`: the same for ``Avg(cell) - Avg(reference)``, cell and reference
-  resampled independently;
+- :func:`mean_ci`: percentile bootstrap CI of a mean over seeds (shape ``(n_seeds,)``): one
+  benchmark's scores, or a cell's per-seed averages over benchmarks (the Avg. column);
+- :func:`delta_ci`: the CI of ``mean(x) - mean(y)``, x and y (per-seed averages of a cell and of
+  the reference) resampled independently (Δ of Table 1);
+- :func:`run_bootstrap_interval`: the CI of any statistic of run x benchmark matrices (shape
+  ``(n_runs_i, n_bench)``), whole runs (rows) resampled, each matrix independently (the aggregate
+  view's Mean, IQM and P(X > Y));
+- :func:`stratified_mean_ci`, :func:`stratified_delta_ci`: rliable's ``StratifiedBootstrap``
+  (values resampled *within* each stratum, ``Avg* = (1/B) Σ_b mean(x_b*)``), valid only where
+  the strata hold independent runs (e.g. different cells); not for benchmarks scored by the same
+  runs, whose scores are correlated through the run;
 - :func:`probability_of_improvement`: ``P(X > Y) = (1/B) Σ_b U_b / (n_b m_b)`` with ``U_b`` the
   Mann-Whitney U statistic of benchmark ``b`` (pairs with ``x > y`` count 1, ties 1/2), rliable's
   definition;
@@ -21,7 +26,12 @@ benchmark over the cell's seeds (shape ``(n_seeds_b,)``; percent or fractions, a
   pooling assumes the cells' seed variances are equal (benchmarks/sensitivity.py reports them);
 - :func:`welch_pvalue`: the two-sided Welch t-test of one pair (no equal-variance assumption);
 - :func:`adjust`: Benjamini-Hochberg (``scipy.stats.false_discovery_control``) or Holm;
-- :func:`separated_ranks`: which top-3 entries the data separate from the rest.
+- :func:`separated_ranks`: ranks 1-3 where the data separate them (entries not separated
+  share a rank).
+
+One training run (seed) is scored on every benchmark, so a cell's benchmark scores are
+correlated through the run: the run is the unit that Table 1 resamples. Resampling seeds within
+each benchmark instead would break that correlation and give intervals far too narrow.
 
 Every bootstrap uses a fixed generator seed, so a table is reproducible byte for byte.
 """
@@ -55,10 +65,14 @@ def _arrays(columns: Sequence[Sequence[float]]) -> list[np.ndarray]:
 
 
 def bootstrap_interval(
-    samples: Sequence[np.ndarray], statistic, confidence: float = CONFIDENCE, seed: int = SEED
+    samples: Sequence[np.ndarray],
+    statistic,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
+    paired: bool = False,
 ) -> Interval:
-    """Percentile bootstrap CI of ``statistic(*samples, axis=-1)``, samples resampled
-    independently (stratified); the point itself when nothing varies."""
+    """Percentile bootstrap CI of ``statistic(*samples, axis=-1)``, the samples resampled
+    independently (``paired``: with the same indices); the point itself when nothing varies."""
     flat = np.concatenate(samples)
     if np.all(flat == flat[0]) or all(np.all(s == s[0]) for s in samples):
         point = float(statistic(*samples, axis=-1))  # no spread: the interval is the point
@@ -67,6 +81,41 @@ def bootstrap_interval(
     res = stats.bootstrap(
         tuple(samples),
         statistic,
+        n_resamples=N_RESAMPLES,
+        confidence_level=confidence,
+        method="percentile",
+        paired=paired,
+        vectorized=True,
+        **kw,
+    )
+    ci = res.confidence_interval
+    return float(ci.low), float(ci.high)
+
+
+def run_bootstrap_interval(
+    runs: Sequence[np.ndarray], statistic, confidence: float = CONFIDENCE, seed: int = SEED
+) -> Interval:
+    """Percentile bootstrap CI of ``statistic(*runs)``, whole runs resampled.
+
+    ``runs``: matrices of shape ``(n_i, n_bench)``, one row per run (seed); each matrix's rows are
+    resampled with replacement, independently of the other matrices, and a row keeps its
+    benchmark scores together (the benchmarks of one run are correlated through the run).
+    ``statistic`` takes arrays of shape ``(..., n_i, n_bench)`` and reduces the last two axes.
+    The point itself when no matrix has two different rows.
+    """
+    mats = [np.asarray(m, dtype=float) for m in runs]
+    if all(np.all(m == m[:1]) for m in mats):
+        point = float(statistic(*mats))
+        return point, point
+
+    def on_indices(*idx: np.ndarray, axis: int = -1) -> np.ndarray:
+        return statistic(*(m[np.asarray(i, dtype=int)] for m, i in zip(mats, idx, strict=True)))
+
+    indices = [np.arange(len(m)) for m in mats]
+    kw = {_RNG_KW: np.random.default_rng(seed)}
+    res = stats.bootstrap(
+        tuple(indices),
+        on_indices,
         n_resamples=N_RESAMPLES,
         confidence_level=confidence,
         method="percentile",
@@ -85,7 +134,10 @@ def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
 def mean_ci(
     x: Sequence[float], confidence: float = CONFIDENCE, seed: int = SEED
 ) -> Interval | None:
-    """Percentile bootstrap CI of the mean of ``x`` (shape ``(n,)``); None for n < 2."""
+    """Percentile bootstrap CI of the mean of ``x`` (shape ``(n,)``); None for n < 2.
+
+    Table 1's Avg. column: ``x`` = the per-seed averages ``a_s = (1/B) Σ_b x_sb`` of the seeds
+    with every benchmark, so whole runs are resampled (``Avg* = mean(a*)``)."""
     arr = np.asarray(x, dtype=float)
     if arr.size < 2:
         return None
@@ -96,10 +148,29 @@ def _avg_of_means(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
     return np.mean([np.mean(x, axis=axis) for x in xs], axis=0)
 
 
+def delta_ci(
+    x: Sequence[float], y: Sequence[float], confidence: float = CONFIDENCE, seed: int = SEED
+) -> Interval | None:
+    """Percentile bootstrap CI of ``mean(x) - mean(y)``, x and y resampled independently.
+
+    Table 1's Δ: ``x``, ``y`` (shapes ``(n,)``, ``(m,)``) = the per-seed averages over benchmarks
+    of the cell and of the reference (runs resampled, each side's own); None if n or m < 2.
+    """
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if a.size < 2 or b.size < 2:
+        return None
+
+    def diff(u: np.ndarray, v: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.mean(u, axis=axis) - np.mean(v, axis=axis)
+
+    return bootstrap_interval([a, b], diff, confidence, seed)
+
+
 def stratified_mean_ci(
     columns: Sequence[Sequence[float]], confidence: float = CONFIDENCE, seed: int = SEED
 ) -> Interval | None:
-    """CI of the mean over benchmarks, seeds resampled within each benchmark; None if any n < 2."""
+    """CI of the mean over strata of the per-stratum means, values resampled within each
+    stratum (independent strata only, see the module docstring); None if any n < 2."""
     cols = _arrays(columns)
     if not cols or min(c.size for c in cols) < 2:
         return None
@@ -112,7 +183,8 @@ def stratified_delta_ci(
     confidence: float = CONFIDENCE,
     seed: int = SEED,
 ) -> Interval | None:
-    """CI of ``Avg(columns) - Avg(reference)`` (same benchmarks, same order), stratified."""
+    """CI of ``Avg(columns) - Avg(reference)`` (same strata, same order), stratified
+    (independent strata only, see the module docstring)."""
     cols, refs = _arrays(columns), _arrays(reference)
     if len(cols) != len(refs):
         raise ValueError(f"{len(cols)} benchmark columns against {len(refs)} of the reference")
@@ -144,13 +216,14 @@ def probability_of_improvement(
 def welch_pvalue(x: Sequence[float], y: Sequence[float]) -> float | None:
     """Two-sided Welch t-test p-value of mean(x) = mean(y); None when a side has < 2 values.
 
-    Both sides without spread: p = 1 if the means are equal, else 0 (a certain difference).
+    None also when neither side has any spread (every seed the same value on both sides):
+    identical seeds are not replicates, so there is no variance to test against.
     """
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if a.size < 2 or b.size < 2:
         return None
     if np.ptp(a) == 0 and np.ptp(b) == 0:
-        return 1.0 if a[0] == b[0] else 0.0
+        return None  # no spread: identical seeds are not replicates
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # near-constant samples
         p = float(stats.ttest_ind(a, b, equal_var=False).pvalue)
@@ -167,7 +240,8 @@ def pooled_pvalues(
     ``pool``: the groups (per-seed averages of every distinct row, the reference included) whose
     within-group variance is pooled: ``s² = Σ_g Σ_i (x_gi - x̄_g)² / Σ_g (n_g - 1)``; then
     ``t = (x̄ - ȳ) / (s sqrt(1/n + 1/m))`` on ``Σ_g (n_g - 1)`` degrees of freedom. None for a
-    sample (or reference) with fewer than 2 values, or when nothing can be pooled.
+    sample (or reference) with fewer than 2 values, or when nothing can be pooled, or when the
+    pooled variance is 0 (identical seeds are not replicates).
     """
     groups = [np.asarray(g, dtype=float) for g in pool if len(g) >= 2]
     df = sum(g.size - 1 for g in groups)
@@ -183,8 +257,8 @@ def pooled_pvalues(
             continue
         diff = float(x.mean() - ref.mean())
         se = math.sqrt(s2 * (1 / x.size + 1 / ref.size))
-        if se == 0:
-            out.append(1.0 if diff == 0 else 0.0)
+        if se == 0:  # no spread anywhere: identical seeds are not replicates
+            out.append(None)
             continue
         out.append(float(2 * stats.t.sf(abs(diff) / se, df)))
     return out
@@ -209,21 +283,38 @@ def adjust(pvalues: Sequence[float], method: str = "bh") -> np.ndarray:
 def separated_ranks(
     means: Sequence[float | None], intervals: Sequence[Interval | None]
 ) -> list[int | None]:
-    """Top-3 ranks that the data support; None elsewhere.
+    """Ranks 1-3 that the data support; None elsewhere. Entries the data do not separate share a
+    rank (as ties do), so two entries get different marks only where the data separate them.
 
-    Rank = competition rank by mean, highest first (1, 1, 3). An entry of rank r <= 3 keeps its
-    rank only if its CI lies entirely above the CI of every entry ranked 4th or lower (and at
-    least one such entry exists); entries without a mean or a CI are never ranked.
+    Order the entries with a mean by mean, highest first (positions 1..n). A *cut* after position
+    k (``means_(k) > means_(k+1)``) is where the data separate the top k from the rest: every CI
+    of the top k lies entirely above every CI of the rest, ``min_{i<=k} lo_i > max_{j>k} hi_j``.
+    An entry's rank is 1 + the number of entries above the last cut before it (competition
+    ranking of the groups between cuts: 1, 1, 3); it is kept only if a cut lies at or below it
+    (it is separated from every entry below it) and the rank is at most 3. Entries without a
+    mean are never ranked; one entry with a mean but no CI (one seed) admits no cut at all.
     """
-    idx = [i for i, (m, ci) in enumerate(zip(means, intervals, strict=True)) if m is not None]
-    rank = {i: 1 + sum(means[j] > means[i] for j in idx) for i in idx}  # type: ignore[operator]
-    rest = [intervals[i] for i in idx if rank[i] > 3]
+    idx = sorted(
+        (i for i, m in enumerate(means) if m is not None),
+        key=lambda i: -means[i],  # type: ignore[operator]
+    )
     out: list[int | None] = [None] * len(means)
-    if not rest or any(ci is None for ci in rest):
+    cis = [intervals[i] for i in idx]
+    if len(idx) < 2 or any(ci is None for ci in cis):
         return out
-    ceiling = max(ci[1] for ci in rest)  # type: ignore[index]
-    for i in idx:
-        ci = intervals[i]
-        if rank[i] <= 3 and ci is not None and ci[0] > ceiling:
-            out[i] = rank[i]
+    lows = np.minimum.accumulate([ci[0] for ci in cis])  # type: ignore[index]
+    highs = np.maximum.accumulate([ci[1] for ci in cis][::-1])[::-1]  # type: ignore[index]
+    cuts = [
+        k
+        for k in range(1, len(idx))
+        if means[idx[k - 1]] > means[idx[k]] and lows[k - 1] > highs[k]  # type: ignore[operator]
+    ]
+    if not cuts:
+        return out
+    for pos, i in enumerate(idx, start=1):
+        if pos > cuts[-1]:
+            break  # below the last cut: not separated from the entries under it
+        rank = 1 + max((k for k in cuts if k < pos), default=0)
+        if rank <= 3:
+            out[i] = rank
     return out

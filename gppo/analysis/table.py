@@ -8,17 +8,22 @@ Numbers follow the paper (Table 1, §4.2):
 - relative change = (Avg - Avg_ref) / Avg_ref from the *displayed* averages, two decimals
   (41.5 vs 27.7 -> +49.82%);
 - several seeds (gppo/analysis/stats.py): mean over seeds [95% percentile bootstrap CI]; the Avg
-  entry is the mean of the per-seed averages (seeds with every benchmark only) with a bootstrap
-  CI stratified over benchmarks; Δ = Avg - Avg_ref in points with its stratified CI; the
-  probability of improvement P(cell > ref) (Mann-Whitney U / nm, averaged over benchmarks); a
-  t-test of the per-seed averages against the reference (``test="pooled"``, the default: the
-  within-cell variance pooled over the block's trained rows; ``"welch"``: Welch's), corrected over
-  the rows of the block (Benjamini-Hochberg by default), ``significant`` when the adjusted p <= ``alpha``;
+  entry is the mean of the per-seed averages ``a_s = (1/B) Σ_b x_sb`` (seeds with every
+  benchmark only; the others are named in a footnote) with the percentile bootstrap CI of that
+  mean, whole runs resampled (a run is scored on every benchmark, so its scores stay together);
+  Δ = Avg - Avg_ref in points with the bootstrap CI of ``mean(a) - mean(a_ref)``, the row's and
+  the reference's runs resampled independently; the probability of improvement P(cell > ref)
+  (Mann-Whitney U / nm, averaged over benchmarks); a t-test of the per-seed averages against
+  the reference (``test="pooled"``, the default: the within-cell variance pooled over the block's
+  trained rows; ``"welch"``: Welch's), corrected over the rows of the block (Benjamini-Hochberg by
+  default), ``significant`` when the adjusted p <= ``alpha``;
 - ranks: per column, among all rows but the base model, by the displayed mean, highest first,
   competition ranking (ties share a rank, the next rank is skipped: 1, 1, 3). ``highlight=
-  "separated"`` (default) keeps ranks 1-3 only where the CI lies above the CI of every entry
-  ranked 4th or lower (:func:`gppo.analysis.stats.separated_ranks`; one seed: nothing is
-  highlighted); ``"ranks"`` highlights ranks 1-3 regardless (the paper's typography).
+  "separated"`` (default) marks ranks 1-3 only where the data separate them: entries whose CIs
+  do not separate them share a rank, and an entry is marked only if its CI and those above it
+  lie above the CIs of every entry below it (:func:`gppo.analysis.stats.separated_ranks`; one
+  seed: nothing is highlighted); ``"ranks"`` highlights ranks 1-3 regardless (the paper's
+  typography).
 """
 
 from __future__ import annotations
@@ -79,6 +84,11 @@ REASON_TEXT = {
 }
 #: a result was logged, but not for this benchmark: as if it had no run
 NO_RUN = State.PENDING.value
+#: a seed with results, but not on every benchmark: in its benchmarks' columns, left out of Avg.,
+#: Δ and the test (footnoted after the STATUSES reasons)
+INCOMPLETE = "incomplete"
+#: a row and the reference compared, but without spread between seeds: not tested (footnoted)
+NO_SPREAD = "no_spread"
 
 
 @dataclass(frozen=True)
@@ -112,11 +122,13 @@ class Row:
     rel_pct: Decimal | None
     n_seeds: int
     reasons: dict[str, list[int]] = field(default_factory=dict)  # reason -> seeds without result
+    lacking: dict[int, list[str]] = field(default_factory=dict)  # seed -> benchmarks it lacks
     delta: Entry = field(default_factory=lambda: Entry(None))  # Avg - Avg_ref, points, CI
     p_improve: float | None = None  # P(cell > reference) over seeds and benchmarks
     p_value: float | None = None  # t-test (Table1.test) of the per-seed averages vs the reference
     p_adjusted: float | None = None  # after the correction over the block's rows
     significant: bool = False
+    no_spread: bool = False  # >= 2 seeds each, but no variance to test against: not tested
     columns: dict[str, list[float]] = field(default_factory=dict, repr=False)  # bench -> seeds
     complete: dict[str, list[float]] = field(default_factory=dict, repr=False)  # full seeds only
     seed_avgs: list[float] = field(default_factory=list, repr=False)
@@ -296,13 +308,20 @@ def _build_row(
             else Entry(None, reason=row_reason or NO_RUN)
         )
     full = [s for s in per_seed.values() if all(b in s for b in benchmarks)]
+    lacking = {  # seeds with results but not on every benchmark: left out of Avg., Δ, the test
+        seed: [b for b in benchmarks if b not in scores and columns[b]]
+        for seed, scores in per_seed.items()
+    }
+    lacking = {seed: benches for seed, benches in lacking.items() if benches}
+    if lacking:
+        reasons[INCOMPLETE] = list(lacking)
     avgs = [sum((s[b] for b in benchmarks), Decimal(0)) / len(benchmarks) for s in full]
     complete = {b: [float(s[b]) for s in full] for b in benchmarks}
-    ci = S.stratified_mean_ci(list(complete.values()), conf) if len(full) > 1 else None
+    # the run is the unit: the CI of the mean of the per-seed averages (summarise: S.mean_ci)
     entries[AVG] = (
-        summarise(avgs, precision, conf, ci) if avgs else Entry(None, reason=row_reason or NO_RUN)
+        summarise(avgs, precision, conf) if avgs else Entry(None, reason=row_reason or NO_RUN)
     )
-    row = Row(domain, cell, group, kind, entries, None, len(per_seed), reasons)
+    row = Row(domain, cell, group, kind, entries, None, len(per_seed), reasons, lacking)
     row.columns, row.complete, row.seed_avgs = columns, complete, [float(a) for a in avgs]
     return row
 
@@ -320,11 +339,7 @@ def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) ->
         if row is ref or avg is None or ref_avg is None:
             continue
         point = sum(row.seed_avgs) / len(row.seed_avgs) - sum(ref.seed_avgs) / len(ref.seed_avgs)
-        ci = S.stratified_delta_ci(
-            [row.complete[b] for b in benchmarks],
-            [ref.complete[b] for b in benchmarks],
-            table.confidence,
-        )
+        ci = S.delta_ci(row.seed_avgs, ref.seed_avgs, table.confidence)  # runs resampled
         lo, hi = (None, None) if ci is None else ci
         row.delta = Entry(
             _dec(point, table.precision),
@@ -340,6 +355,7 @@ def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) ->
         pvalues = S.pooled_pvalues([r.seed_avgs for r in tested], ref.seed_avgs, pool)
     for row, p in zip(tested, pvalues, strict=True):
         row.p_value = p
+        row.no_spread = p is None and len(row.seed_avgs) > 1 and len(ref.seed_avgs) > 1
     tested = [r for r in tested if r.p_value is not None]
     adjusted = S.adjust([r.p_value for r in tested], table.correction)  # type: ignore[misc]
     for row, p in zip(tested, adjusted, strict=True):
@@ -410,4 +426,19 @@ def _footnotes(blocks: list[Block]) -> list[Footnote]:
     for i, reason in enumerate(r for r in STATUSES if r in found):
         text = f"no result, {REASON_TEXT[reason]}: " + "; ".join(found[reason])
         notes.append(Footnote("abcd"[i], reason, text))
+    left = [
+        f"{row.cell} ({block.domain}, "
+        + "; ".join(f"seed {s} lacks {', '.join(b)}" for s, b in row.lacking.items())
+        + ")"
+        for block in blocks
+        for row in block.rows
+        if row.lacking
+    ]
+    if left:
+        text = "left out of Avg., Δ and the test (no score on every benchmark): " + "; ".join(left)
+        notes.append(Footnote("abcdef"[len(notes)], INCOMPLETE, text))
+    flat = [f"{r.cell} ({b.domain})" for b in blocks for r in b.rows if r.no_spread]
+    if flat:
+        text = "not tested: no spread between seeds (identical seeds are not replicates): "
+        notes.append(Footnote("abcdef"[len(notes)], NO_SPREAD, text + "; ".join(flat)))
     return notes

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from scipy import stats
 
 from gppo.analysis import stats as S
@@ -49,3 +50,18 @@ def test_one_run_gives_estimates_without_intervals_and_files_are_written(tmp_pat
     assert {"aggregate.csv", "aggregate_intervals.png", "aggregate_improvement.svg"} <= names
     agg = pd.read_csv(tmp_path / "aggregate.csv")
     assert agg["lo"].isna().all() and agg["estimate"].notna().all()
+
+
+def test_intervals_resample_whole_runs_and_dropped_runs_are_named():
+    """A run keeps its benchmark scores together: the Mean's CI is the bootstrap of the run
+    averages; the run without every benchmark (kl/mc seed 9) is named in ``left_out``."""
+    tidy = _tidy({"tv/mc": 4, "kl/mc": 4, "gspo": 3}, np.random.default_rng(0))
+    agg = aggregate_frame(tidy, "tv/mc").set_index(["cell", "metric"])
+    for cell in ("tv/mc", "kl/mc", "gspo"):
+        full = tidy[(tidy.cell == cell) & (tidy.seed < 9)].pivot(
+            index="seed", columns="benchmark", values="score"
+        )
+        lo, hi = agg.loc[(cell, "mean"), ["lo", "hi"]]
+        assert (lo, hi) == pytest.approx(S.mean_ci(full.to_numpy().mean(axis=1)), abs=1e-12)
+    assert agg.loc[("kl/mc", "mean"), "left_out"] == "9"
+    assert agg.loc[("tv/mc", "mean"), "left_out"] == ""

@@ -262,3 +262,120 @@ def test_unfinished_and_missing_cells_show_dash_with_a_footnote():
     out = pd.read_csv(io.StringIO(to_csv(table)), dtype=str, keep_default_na=False)
     running = out.set_index("cell").loc["kl/atomic"]
     assert running["X"] == "" and running["note"] == "running:0"
+
+
+def _seed_effect_frame(cells: dict[str, float], seeds: int, rng: np.random.Generator, rho=0.9):
+    """Tidy scores with a strong run effect: each seed is one run scored on 4 benchmarks, its
+    benchmarks correlated through the run (correlation ``rho``, score sd 2 points)."""
+    rows = []
+    level = (0.30, 0.40, 0.50, 0.60)
+    for cell, effect in cells.items():
+        run = rng.normal(0, 0.02 * rho**0.5, seeds)
+        for s in range(seeds):
+            for b, lv in zip("ABCD", level, strict=True):
+                noise = rng.normal(0, 0.02 * (1 - rho) ** 0.5)
+                rows.append(("math", cell, b, s, float(lv + effect + run[s] + noise)))
+    return _tidy(rows)
+
+
+def _ci(*samples, statistic) -> tuple[Decimal, Decimal]:
+    ci = stats.bootstrap(
+        samples, statistic, method="percentile", n_resamples=S.N_RESAMPLES, rng=S.SEED
+    ).confidence_interval
+    return quantize(Decimal(repr(float(ci.low))), 1), quantize(Decimal(repr(float(ci.high))), 1)
+
+
+def test_avg_and_delta_cis_resample_whole_runs():
+    """A seed is one run scored on every benchmark: Avg.'s CI is the percentile bootstrap of the
+    per-seed averages, Δ's that of the difference of means of the two cells' per-seed averages."""
+    # per-seed averages 46.0, 47.8, 48.8 (the stratified bootstrap gave [47.0, 48.1])
+    shared = {0: -1.5, 1: 0.3, 2: 1.3}
+    offsets = {"A": -10.0, "B": 4.0, "C": 6.0, "D": 0.0}
+    rows = []
+    for seed, run in shared.items():
+        for i, (b, off) in enumerate(offsets.items()):
+            wobble = (0.4, -0.4, 0.2, -0.2)[(i + seed) % 4]
+            rows.append(("math", "kl/atomic", b, seed, (47.5 + off + run + wobble) / 100))
+            rows.append(("math", "tv/mc", b, seed, (44.0 + off + 0.5 * run - wobble) / 100))
+    table = build_table1(_tidy(rows))
+    row = {r.cell: r for r in table.blocks[0].rows}
+    tidy = _tidy(rows)
+    avgs = {
+        cell: [
+            float(sum(pct(v) for v in g.score) / 4)
+            for _, g in tidy[tidy.cell == cell].groupby("seed")
+        ]
+        for cell in ("kl/atomic", "tv/mc")
+    }
+    assert avgs["kl/atomic"] == pytest.approx([46.0, 47.8, 48.8])
+    avg = row["kl/atomic"].entries["avg"]
+    assert (avg.lo, avg.hi) == _ci(np.array(avgs["kl/atomic"]), statistic=np.mean)
+    assert avg.hi - avg.lo >= Decimal("1.5")  # the per-seed averages span 2.8 points
+
+    def diff(a, b, axis=-1):
+        return np.mean(a, axis=axis) - np.mean(b, axis=axis)
+
+    delta = row["kl/atomic"].delta
+    assert (delta.lo, delta.hi) == _ci(
+        np.array(avgs["kl/atomic"]), np.array(avgs["tv/mc"]), statistic=diff
+    )
+    md = to_markdown(table)
+    assert "stratified" not in md and "whole runs are resampled" in md
+
+
+def test_identical_cells_with_a_strong_run_effect_are_not_ranked():
+    """8 cells with the same distribution (run effect, correlation 0.9 across benchmarks), 3
+    seeds: the Avg. column of a table rarely separates any of them (the stratified bootstrap of
+    benchmarks highlighted one in about a third of the tables)."""
+    rng = np.random.default_rng(2021)
+    cells = dict.fromkeys(["tv/mc", "tv/binary", "tv/atomic", "kl/mc", "kl/binary", "gspo"], 0.0)
+    cells |= {"kl/atomic": 0.0, "cispo": 0.0}
+    reps, highlighted = 40, 0
+    for _ in range(reps):
+        table = build_table1(_seed_effect_frame(cells, 3, rng))
+        highlighted += any(r.entries["avg"].rank for r in table.blocks[0].rows)
+    assert highlighted / reps <= 0.1
+
+
+def test_a_seed_without_every_benchmark_is_named_in_a_footnote():
+    rows = []
+    for seed in range(3):
+        for cell, level in (("tv/mc", 0.3), ("kl/atomic", 0.4)):
+            for b in ("add", "sub"):
+                if not (cell == "kl/atomic" and seed == 2 and b == "sub"):
+                    rows.append(("math", cell, b, seed, level + 0.01 * seed))
+    table = build_table1(_tidy(rows))
+    row = {r.cell: r for r in table.blocks[0].rows}["kl/atomic"]
+    assert row.n_seeds == 3 and row.entries["avg"].n == 2 and len(row.seed_avgs) == 2
+    assert row.entries["add"].n == 3 and row.entries["sub"].n == 2
+    (note,) = table.footnotes
+    assert note.text == (
+        "left out of Avg., Δ and the test (no score on every benchmark):"
+        " kl/atomic (math, seed 2 lacks sub)"
+    )
+    md = to_markdown(table)
+    assert f"Atomic^{note.mark}" in md and f"({note.mark}) left out of Avg." in md
+    out = pd.read_csv(io.StringIO(to_csv(table)), dtype=str, keep_default_na=False)
+    assert out.set_index("cell").loc["kl/atomic", "note"] == "incomplete:2"
+    assert out.set_index("cell").loc["tv/mc", "note"] == ""
+
+
+@pytest.mark.parametrize("test", ["pooled", "welch"])
+def test_rows_without_spread_between_seeds_are_not_tested(test):
+    """Identical seeds in both cells are not replicates: no p-value, no †, a footnote."""
+    rows = [
+        ("math", cell, b, seed, level)
+        for seed in range(3)
+        for cell, level in (("tv/mc", 0.30), ("kl/atomic", 0.40))
+        for b in ("add", "sub")
+    ]
+    table = build_table1(_tidy(rows), test=test)
+    row = {r.cell: r for r in table.blocks[0].rows}["kl/atomic"]
+    assert row.p_value is None and not row.significant and row.no_spread
+    (note,) = table.footnotes
+    assert note.text == (
+        "not tested: no spread between seeds (identical seeds are not replicates): kl/atomic (math)"
+    )
+    md = to_markdown(table)
+    assert "†" not in md.split("\n- ")[0]  # no mark in the table body
+    assert f"+10.0 [10.0, 10.0]^{note.mark}" in md
