@@ -118,6 +118,10 @@ def _bars(ax, part: pd.DataFrame, scale: float, colour: str) -> None:
     ax.plot(est, y, "|", color=colour, markersize=12, markeredgewidth=2)
     ax.set_yticks(y, part["cell"].tolist())
     ax.grid(axis="x", alpha=0.3)
+    ax.use_sticky_edges = (
+        False  # a bar's left edge would pin the axis there, cutting the base's mark
+    )
+    ax.margins(x=0.05)
 
 
 def figure_intervals(agg: pd.DataFrame):
