@@ -69,24 +69,30 @@ def bootstrap_interval(
     statistic,
     confidence: float = CONFIDENCE,
     seed: int = SEED,
-    paired: bool = False,
 ) -> Interval:
     """Percentile bootstrap CI of ``statistic(*samples, axis=-1)``, the samples resampled
-    independently (``paired``: with the same indices); the point itself when nothing varies."""
+    independently; the point itself when nothing varies."""
     flat = np.concatenate(samples)
     if np.all(flat == flat[0]) or all(np.all(s == s[0]) for s in samples):
         point = float(statistic(*samples, axis=-1))  # no spread: the interval is the point
         return point, point
-    kw = {_RNG_KW: np.random.default_rng(seed)}
+    return _percentile_bootstrap(samples, statistic, confidence, seed)
+
+
+def _percentile_bootstrap(
+    samples: Sequence[np.ndarray], statistic, confidence: float, seed: int
+) -> Interval:
+    """``scipy.stats.bootstrap``'s percentile CI, the samples resampled independently
+    (``N_RESAMPLES``, vectorised, seeded)."""
     res = stats.bootstrap(
         tuple(samples),
         statistic,
         n_resamples=N_RESAMPLES,
         confidence_level=confidence,
         method="percentile",
-        paired=paired,
+        paired=False,
         vectorized=True,
-        **kw,
+        **{_RNG_KW: np.random.default_rng(seed)},
     )
     ci = res.confidence_interval
     return float(ci.low), float(ci.high)
@@ -112,19 +118,7 @@ def run_bootstrap_interval(
         return statistic(*(m[np.asarray(i, dtype=int)] for m, i in zip(mats, idx, strict=True)))
 
     indices = [np.arange(len(m)) for m in mats]
-    kw = {_RNG_KW: np.random.default_rng(seed)}
-    res = stats.bootstrap(
-        tuple(indices),
-        on_indices,
-        n_resamples=N_RESAMPLES,
-        confidence_level=confidence,
-        method="percentile",
-        paired=False,
-        vectorized=True,
-        **kw,
-    )
-    ci = res.confidence_interval
-    return float(ci.low), float(ci.high)
+    return _percentile_bootstrap(indices, on_indices, confidence, seed)
 
 
 def _mean(x: np.ndarray, axis: int = -1) -> np.ndarray:
