@@ -52,7 +52,10 @@ N_RESAMPLES = 2000
 SEED = 0
 CORRECTIONS = {"bh": "Benjamini-Hochberg", "holm": "Holm"}
 TESTS = {
-    "pooled": "two-sided t-test with the pooled within-cell variance of the table's rows",
+    "pooled": (
+        "two-sided t-test with the within-cell variance pooled over the table's trained rows "
+        "(the base model and duplicate rows left out)"
+    ),
     "welch": "two-sided Welch t-test",
 }
 Interval = tuple[float, float]
