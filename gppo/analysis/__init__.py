@@ -1,7 +1,7 @@
 """Results of a sweep: collect MLflow runs into a tidy table; Table 1 (md/LaTeX/HTML/CSV); figures.
 
 Modules: ``tidy`` (tidy schema, cell labels, CSV reader), ``collect`` (MLflow -> tidy),
-``table`` (Table 1 model: displayed numbers, ranks, footnotes), ``stats`` (bootstrap CIs,
+``table`` (Table 1 model: displayed numbers, ranks, footnotes), ``stats`` (t and bootstrap CIs,
 probability of improvement, corrected tests), ``render`` (formats), ``aggregate`` (Mean/IQM and
 P(improvement) over benchmarks, rliable's view), ``figures`` (Figure 1 geometry, Figure 2
 dynamics), ``report`` (write everything, attach to the sweep's parent run). The commands

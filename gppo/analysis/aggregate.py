@@ -8,10 +8,12 @@ scores as fractions):
 - ``prob_improvement``: P(cell > reference), the Mann-Whitney U / (n m) per benchmark (ties 1/2)
   averaged over benchmarks (as in Table 1);
 
-each with a 95% percentile CI from a bootstrap over runs (:func:`gppo.analysis.stats.
-run_bootstrap_interval`: whole rows of the matrix resampled, a run's benchmark scores kept
-together since one run is scored on every benchmark; cell and reference independently). One run:
-the estimate without a CI. ``left_out``: the seeds with results but not on every benchmark,
+``mean`` with the Student t CI of the run averages (:func:`gppo.analysis.stats.mean_ci`, Table 1's
+Avg. interval); ``iqm`` and ``prob_improvement`` with a 95% percentile CI from a bootstrap over
+runs (:func:`gppo.analysis.stats.run_bootstrap_interval`: whole rows of the matrix resampled, a
+run's benchmark scores kept together since one run is scored on every benchmark; cell and
+reference independently), which with a few runs is too narrow (see ``stats``), as the figures
+say. One run: the estimate without a CI. ``left_out``: the seeds with results but not on every benchmark,
 left out of the estimates ("/"-joined, empty when none).
 
 :func:`aggregate_frame` computes them; :func:`figure_intervals` (Mean and IQM interval
@@ -27,7 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gppo.analysis.stats import run_bootstrap_interval
+from gppo.analysis.stats import mean_ci, run_bootstrap_interval
 from gppo.analysis.table import row_order
 from gppo.objectives.defaults import REFERENCE
 from gppo.store.state import State
@@ -53,11 +55,18 @@ def _pi(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return np.mean(u / (x.shape[-2] * y.shape[-2]), axis=-1)
 
 
-def _estimate(matrices: list[np.ndarray], statistic) -> tuple[float, float, float]:
+def _mean_interval(matrices: list[np.ndarray], statistic) -> tuple[float, float]:
+    """Table 1's Avg. interval: the t CI of the run averages of the one matrix."""
+    return mean_ci(matrices[0].mean(axis=1))  # type: ignore[return-value]
+
+
+def _estimate(
+    matrices: list[np.ndarray], statistic, interval=run_bootstrap_interval
+) -> tuple[float, float, float]:
     point = float(statistic(*matrices))
     if min(len(m) for m in matrices) < 2:
         return point, np.nan, np.nan
-    lo, hi = run_bootstrap_interval(matrices, statistic)
+    lo, hi = interval(matrices, statistic)
     return point, lo, hi
 
 
@@ -96,8 +105,10 @@ def aggregate_frame(tidy: pd.DataFrame, reference: str = REFERENCE) -> pd.DataFr
             runs = m.to_numpy(float)
             dropped = "/".join(map(str, left_out(tidy, domain, cell)))
             rec = {"domain": domain, "cell": cell, "n_runs": len(m), "left_out": dropped}
-            for metric, fn in (("mean", _mean), ("iqm", _iqm)):
-                out.append({**rec, "metric": metric, **_named(_estimate([runs], fn))})
+            out.append(
+                {**rec, "metric": "mean", **_named(_estimate([runs], _mean, _mean_interval))}
+            )
+            out.append({**rec, "metric": "iqm", **_named(_estimate([runs], _iqm))})
             if ref is not None and not ref.empty and list(ref.columns) == list(m.columns):
                 est = _estimate([runs, ref.to_numpy(float)], _pi)
                 out.append({**rec, "metric": "prob_improvement", **_named(est)})
@@ -125,7 +136,7 @@ def _bars(ax, part: pd.DataFrame, scale: float, colour: str) -> None:
 
 
 def figure_intervals(agg: pd.DataFrame):
-    """Mean and IQM over benchmarks per cell (percent) with 95% bootstrap CIs over runs."""
+    """Mean (t CI) and IQM (bootstrap CI) over benchmarks per cell (percent), 95% over runs."""
     import matplotlib.pyplot as plt
 
     domains = list(dict.fromkeys(agg["domain"]))
@@ -143,13 +154,18 @@ def figure_intervals(agg: pd.DataFrame):
             ax.set_title(f"{domain}: {'Mean' if metric == 'mean' else 'IQM'} (%)", fontsize=10)
             if ax is not row[0]:
                 ax.set_yticklabels([])
-    fig.suptitle("Interval estimates over benchmarks (95% bootstrap CIs over runs)", fontsize=10)
+    fig.suptitle(
+        "Interval estimates over benchmarks: Mean, 95% t CI over runs;"
+        " IQM, 95% bootstrap CI over runs (too narrow with few runs)",
+        fontsize=10,
+    )
     fig.tight_layout()
     return fig
 
 
 def figure_improvement(agg: pd.DataFrame, reference: str = REFERENCE):
-    """P(cell > reference) per cell with its 95% bootstrap CI over runs; 0.5 = no difference."""
+    """P(cell > reference) per cell with its 95% bootstrap CI over runs (too narrow with few
+    runs); 0.5 = no difference."""
     import matplotlib.pyplot as plt
 
     part = agg[(agg["metric"] == "prob_improvement") & (agg["cell"] != reference)]
@@ -160,7 +176,11 @@ def figure_improvement(agg: pd.DataFrame, reference: str = REFERENCE):
         _bars(ax, part[part["domain"] == domain], 1.0, "tab:green")
         ax.axvline(0.5, color="grey", linestyle="--", linewidth=1)
         ax.set_xlim(0, 1)
-        ax.set_title(f"{domain}: P(cell > {reference})", fontsize=10)
+        ax.set_title(
+            f"{domain}: P(cell > {reference}), 95% bootstrap CI over runs\n"
+            "(too narrow with few runs)",
+            fontsize=10,
+        )
     fig.tight_layout()
     return fig
 

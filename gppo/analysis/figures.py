@@ -284,38 +284,66 @@ def _outside_legends(fig: Figure, axes: np.ndarray, panels: list) -> None:
         axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small")
 
 
+def clip_by_mu_frame(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per domain, estimator and μ bucket: the mean clip fraction over runs with its 95% t CI.
+
+    A run is one (cell, seed) of a grid cell; its value is its mean over steps. Columns:
+    domain, estimator, bucket (its name in ``gppo.metrics.MU_BUCKETS``), mean, lo, hi (NaN with
+    one run), n_runs.
+    The interval is over the runs pooled across divergences, so it states how well the data pin
+    the displayed mean, not a difference between divergences.
+    """
+    from gppo.analysis.stats import mean_ci
+
+    names = {M.clip_frac_bucket(b[0]): b[0] for b in M.MU_BUCKETS}
+    data = curves[curves["metric"].isin(names) & curves["cell"].str.contains("/", regex=False)]
+    runs = (
+        data.assign(estimator=data["cell"].str.split("/").str[1], bucket=data["metric"].map(names))
+        .groupby(["domain", "estimator", "bucket", "cell", "seed"], sort=False)["value"]
+        .mean()
+        .reset_index()
+    )
+    out = []
+    for (domain, est, bucket), part in runs.groupby(["domain", "estimator", "bucket"], sort=False):
+        values = part["value"].to_numpy(float)
+        lo, hi = mean_ci(values) or (np.nan, np.nan)
+        out.append((domain, est, bucket, float(values.mean()), lo, hi, len(values)))
+    columns = ["domain", "estimator", "bucket", "mean", "lo", "hi", "n_runs"]
+    return pd.DataFrame(out, columns=columns)
+
+
 def figure2_clip_by_mu(curves: pd.DataFrame) -> Figure:
-    """Clip fraction per μ bucket for each estimator (mean over steps, seeds and divergences).
+    """Clip fraction per μ bucket for each estimator, with 95% t CIs over runs.
 
     One panel per domain; one bar group per bucket of gppo.metrics.MU_BUCKETS, one bar series per
-    estimator (grid cells only): where Atomic and Binary clip differently from MC.
+    estimator (grid cells only): the mean over runs (each run's mean over steps; runs of every
+    divergence pooled) and its interval (:func:`clip_by_mu_frame`; none with one run): where
+    Atomic and Binary clip differently from MC.
     """
     buckets = [b[0] for b in M.MU_BUCKETS]
-    names = {M.clip_frac_bucket(b): b for b in buckets}
-    data = curves[curves["metric"].isin(names) & curves["cell"].str.contains("/", regex=False)]
-    domains = list(dict.fromkeys(data["domain"])) or ["(no data)"]
+    frame = clip_by_mu_frame(curves)
+    domains = list(dict.fromkeys(frame["domain"])) or ["(no data)"]
     fig, axes = plt.subplots(1, len(domains), figsize=(8.0 * len(domains), 3.6), squeeze=False)
     for ax, domain in zip(axes[0], domains, strict=True):
-        frame = data[data["domain"] == domain].assign(
-            estimator=lambda f: f["cell"].str.split("/").str[1],
-            bucket=lambda f: f["metric"].map(names),
-        )
-        ests = _ordered(frame["estimator"], EST_ORDER)
+        mine = frame[frame["domain"] == domain]
+        ests = _ordered(mine["estimator"], EST_ORDER)
         width = 0.8 / max(len(ests), 1)
         x = np.arange(len(buckets))
         for j, est in enumerate(ests):
-            means = frame[frame["estimator"] == est].groupby("bucket")["value"].mean()
-            heights = [float(means.get(b, np.nan)) for b in buckets]
+            rows = mine[mine["estimator"] == est].set_index("bucket").reindex(buckets)
+            means = rows["mean"].to_numpy(float)
             ax.bar(
                 x + (j - (len(ests) - 1) / 2) * width,
-                heights,
+                means,
                 width,
+                yerr=np.abs(rows[["lo", "hi"]].to_numpy(float).T - means),
+                error_kw={"elinewidth": 1, "capsize": 2, "ecolor": "0.3"},
                 label=EST_NAMES.get(est, est),
                 color=EST_COLORS.get(est),
             )
         ax.set_xticks(x, [_bucket_label(lo, hi) for _, lo, hi in M.MU_BUCKETS])
         ax.set_xlabel("μ bucket")
-        ax.set_ylabel("clip fraction")
+        ax.set_ylabel("clip fraction (95% t CI over runs)")
         ax.set_title(domain)
         if ests:
             ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))

@@ -46,16 +46,18 @@ FIGURES: dict[str, str] = {
         " the baselines in their own panel (mean over seeds, band: min-max over seeds)."
     ),
     "figure2_clip_by_mu": (
-        "Clip fraction per μ bucket for each estimator (mean over steps, seeds and"
-        " divergences): where Atomic and Binary clip differently from MC."
+        "Clip fraction per μ bucket for each estimator: the mean over runs (each run's mean"
+        " over steps; the runs of every divergence pooled) with its 95% t interval over runs:"
+        " where Atomic and Binary clip differently from MC."
     ),
     "aggregate_intervals": (
         "Aggregate view (after Agarwal et al., 2021): mean and interquartile mean over"
-        " benchmarks per cell, with 95% bootstrap intervals over runs (whole runs resampled)."
+        " benchmarks per cell over runs: the mean with its 95% t interval (Table 1's Avg.), the"
+        " IQM with a 95% bootstrap interval (whole runs resampled; too narrow with few runs)."
     ),
     "aggregate_improvement": (
         "Probability of improvement P(cell > reference) over seeds and benchmarks, with 95%"
-        " bootstrap intervals; 0.5 means no difference."
+        " bootstrap intervals over runs (too narrow with few runs); 0.5 means no difference."
     ),
 }
 PACKAGES = (

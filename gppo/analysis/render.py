@@ -17,7 +17,7 @@ import jinja2
 import pandas as pd
 from tabulate import tabulate
 
-from gppo.analysis.stats import CORRECTIONS, N_RESAMPLES, TESTS
+from gppo.analysis.stats import CORRECTIONS, TESTS
 from gppo.analysis.table import (
     AVG,
     BASE_MODEL,
@@ -168,12 +168,12 @@ def notes(table: Table1, fmt: str = "md") -> list[str]:
     else:
         out = [
             f"Scores are {k} in percent: mean [{conf} CI] over the seeds in column Seeds"
-            f" (percentile bootstrap over seeds, {N_RESAMPLES} resamples); Avg. is the mean of"
-            " the per-seed averages over benchmarks of the seeds with every benchmark (a"
-            " footnote names any other), its CI from the bootstrap of those averages: a seed is"
-            " one run scored on every benchmark, so whole runs are resampled.",
-            f"Δ vs {ref}: Avg. minus {ref}'s Avg. in points [{conf} bootstrap CI, the row's and"
-            f" {ref}'s runs resampled independently];"
+            " (Student t interval); Avg. is the mean of the per-seed averages over benchmarks of"
+            " the seeds with every benchmark (a footnote names any other), its CI the t interval"
+            " of those averages: a seed is one run scored on every benchmark, so the run is the"
+            " unit.",
+            f"Δ vs {ref}: Avg. minus {ref}'s Avg. in points [{conf} t CI on the test's variance,"
+            " so it excludes 0 where the test before correction rejects];"
             f" P(> {ref}): probability of improvement, the Mann-Whitney U over all seed pairs"
             " / (n·m), ties counting ½, averaged over benchmarks (Agarwal et al., 2021).",
             f"{SIG_MARK}: the row's per-seed Avg. differs from {ref}'s at α = {table.alpha:g}"
@@ -185,8 +185,7 @@ def notes(table: Table1, fmt: str = "md") -> list[str]:
                 if table.test == "pooled"
                 else ""
             )
-            + " The test, not the CI of Δ, decides the mark: with few seeds bootstrap intervals"
-            " are too narrow.",
+            + " The corrected test, not the CI of Δ, decides the mark.",
         ]
     lacking = ", ".join(b.domain for b in table.blocks if all(r.cell != ref for r in b.rows))
     if lacking:

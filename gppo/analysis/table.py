@@ -7,12 +7,12 @@ Numbers follow the paper (Table 1, §4.2):
   (27.65 -> 27.7);
 - relative change = (Avg - Avg_ref) / Avg_ref from the *displayed* averages, two decimals
   (41.5 vs 27.7 -> +49.82%);
-- several seeds (gppo/analysis/stats.py): mean over seeds [95% percentile bootstrap CI]; the Avg
-  entry is the mean of the per-seed averages ``a_s = (1/B) Σ_b x_sb`` (seeds with every
-  benchmark only; the others are named in a footnote) with the percentile bootstrap CI of that
-  mean, whole runs resampled (a run is scored on every benchmark, so its scores stay together);
-  Δ = Avg - Avg_ref in points with the bootstrap CI of ``mean(a) - mean(a_ref)``, the row's and
-  the reference's runs resampled independently; the probability of improvement P(cell > ref)
+- several seeds (gppo/analysis/stats.py): mean over seeds [95% Student t CI]; the Avg entry is
+  the mean of the per-seed averages ``a_s = (1/B) Σ_b x_sb`` (seeds with every benchmark only;
+  the others are named in a footnote) with the t CI of that mean (the run is the unit: a run is
+  scored on every benchmark, so its scores stay together); Δ = Avg - Avg_ref in points with the
+  t CI of ``mean(a) - mean(a_ref)`` on the variance of the test below (pooled, or Welch's), so
+  it excludes 0 where the uncorrected test rejects; the probability of improvement P(cell > ref)
   (Mann-Whitney U / nm, averaged over benchmarks); a t-test of the per-seed averages against
   the reference (``test="pooled"``, the default: the within-cell variance pooled over the block's
   trained rows; ``"welch"``: Welch's), corrected over the rows of the block (Benjamini-Hochberg by
@@ -193,7 +193,7 @@ def summarise(
     confidence: float = S.CONFIDENCE,
     interval: tuple[float, float] | None = None,
 ) -> Entry:
-    """Mean of per-seed percents and its CI (``interval``, else a bootstrap CI for n > 1)."""
+    """Mean of per-seed percents and its CI (``interval``, else the t CI for n > 1)."""
     n = len(values)
     mean = quantize(sum(values, Decimal(0)) / n, precision)
     if interval is None and n > 1:
@@ -317,7 +317,7 @@ def _build_row(
         reasons[INCOMPLETE] = list(lacking)
     avgs = [sum((s[b] for b in benchmarks), Decimal(0)) / len(benchmarks) for s in full]
     complete = {b: [float(s[b]) for s in full] for b in benchmarks}
-    # the run is the unit: the CI of the mean of the per-seed averages (summarise: S.mean_ci)
+    # the run is the unit: the t CI of the mean of the per-seed averages (summarise: S.mean_ci)
     entries[AVG] = (
         summarise(avgs, precision, conf) if avgs else Entry(None, reason=row_reason or NO_RUN)
     )
@@ -329,6 +329,13 @@ def _build_row(
 def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) -> None:
     """Δ, its CI, P(row > ref) and the corrected test of every row against the reference."""
     tested: list[Row] = []
+    # the pooled test's groups: the distinct trained rows (not the base model, not exact
+    # duplicates); Δ's CI uses the same variance as the test (Welch's when test="welch")
+    pool = (
+        None
+        if table.test == "welch"
+        else list({tuple(r.seed_avgs): r.seed_avgs for r in rows if r.kind != "base"}.values())
+    )
     for row in rows:
         if not benchmarks:
             continue
@@ -339,7 +346,7 @@ def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) ->
         if row is ref or avg is None or ref_avg is None:
             continue
         point = sum(row.seed_avgs) / len(row.seed_avgs) - sum(ref.seed_avgs) / len(ref.seed_avgs)
-        ci = S.delta_ci(row.seed_avgs, ref.seed_avgs, table.confidence)  # runs resampled
+        ci = S.delta_ci(row.seed_avgs, ref.seed_avgs, table.confidence, pool)
         lo, hi = (None, None) if ci is None else ci
         row.delta = Entry(
             _dec(point, table.precision),
@@ -348,10 +355,9 @@ def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) ->
             n=len(row.seed_avgs),
         )
         tested.append(row)
-    if table.test == "welch":
+    if pool is None:
         pvalues = [S.welch_pvalue(r.seed_avgs, ref.seed_avgs) for r in tested]
-    else:  # pooled over the distinct trained rows (not the base model, not exact duplicates)
-        pool = list({tuple(r.seed_avgs): r.seed_avgs for r in rows if r.kind != "base"}.values())
+    else:
         pvalues = S.pooled_pvalues([r.seed_avgs for r in tested], ref.seed_avgs, pool)
     for row, p in zip(tested, pvalues, strict=True):
         row.p_value = p

@@ -53,7 +53,7 @@ def test_one_run_gives_estimates_without_intervals_and_files_are_written(tmp_pat
 
 
 def test_intervals_resample_whole_runs_and_dropped_runs_are_named():
-    """A run keeps its benchmark scores together: the Mean's CI is the bootstrap of the run
+    """A run keeps its benchmark scores together: the Mean's CI is Table 1's t interval of the run
     averages; the run without every benchmark (kl/mc seed 9) is named in ``left_out``."""
     tidy = _tidy({"tv/mc": 4, "kl/mc": 4, "gspo": 3}, np.random.default_rng(0))
     agg = aggregate_frame(tidy, "tv/mc").set_index(["cell", "metric"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.container import BarContainer, ErrorbarContainer
+from scipy import stats
 
 from gppo import metrics as M
 from gppo.analysis import figures as F
@@ -106,10 +108,37 @@ def test_figure2_clip_fraction_per_mu_bucket_per_estimator():
     fig = F.figure2_clip_by_mu(_curves())
     assert len(fig.axes) == 2
     ax = fig.axes[0]
-    assert [c.get_label() for c in ax.containers] == ["MC", "Atomic"]  # grid cells only
-    assert all(len(c.patches) == len(M.MU_BUCKETS) for c in ax.containers)
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    assert [c.get_label() for c in bars] == ["MC", "Atomic"]  # grid cells only
+    assert all(len(c.patches) == len(M.MU_BUCKETS) for c in bars)
     ticks = [t.get_text() for t in ax.get_xticklabels()]
     assert ticks == ["μ < 0.01", "0.01 ≤ μ < 0.1", "0.1 ≤ μ < 0.5", "μ ≥ 0.5"]
+
+
+def test_clip_by_mu_states_a_t_interval_over_runs():
+    """A run is (cell, seed), its value the mean over steps; the bar is the mean over runs and its
+    error bar the t interval of those run means; one run: the bar alone."""
+    rows = []
+    per_run = {("tv/mc", 0): 0.10, ("tv/mc", 1): 0.14, ("kl/mc", 0): 0.12}
+    for (cell, seed), level in per_run.items():
+        for step, wobble in enumerate((-0.02, 0.0, 0.02), start=1):  # mean over steps: level
+            rows.append(
+                ("math", cell, seed, M.clip_frac_bucket("mu_lt_0.01"), step, level + wobble)
+            )
+    rows.append(("math", "tv/atomic", 0, M.clip_frac_bucket("mu_lt_0.01"), 1, 0.3))
+    curves = pd.DataFrame(rows, columns=["domain", "cell", "seed", "metric", "step", "value"])
+    frame = F.clip_by_mu_frame(curves).set_index("estimator")
+    runs = np.array(list(per_run.values()))
+    half = stats.t.ppf(0.975, 2) * runs.std(ddof=1) / np.sqrt(3)
+    mc = frame.loc["mc"]
+    assert mc["n_runs"] == 3 and mc["mean"] == pytest.approx(0.12)
+    assert (mc["lo"], mc["hi"]) == pytest.approx((0.12 - half, 0.12 + half))
+    assert frame.loc["atomic", "n_runs"] == 1 and np.isnan(frame.loc["atomic", "lo"])
+    ax = F.figure2_clip_by_mu(curves).axes[0]
+    mc_bars, atomic_bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    first_bucket = mc_bars.lines[2][0].get_segments()[0]  # [[x, lo], [x, hi]]
+    assert np.allclose(first_bucket[:, 1], [0.12 - half, 0.12 + half])
+    assert not len(atomic_bars.lines[2][0].get_segments()[0])  # one run: no error bar
 
 
 def test_figure2_smooths_long_noisy_curves_with_a_trailing_mean():

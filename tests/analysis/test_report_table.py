@@ -12,7 +12,6 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from gppo.analysis import stats as S
 from gppo.analysis.render import to_csv, to_html, to_latex, to_markdown
 from gppo.analysis.table import build_table1
 from gppo.analysis.tidy import normalise, read_scores_csv
@@ -165,7 +164,7 @@ def test_ties_share_highlight_and_next_rank_is_skipped():
     assert ranks == {"a/mc": 1, "b/mc": 2, "c/mc": 3, "d/mc": 3, "e/mc": None}
 
 
-def test_several_seeds_mean_bootstrap_ci_and_seed_counts():
+def test_several_seeds_mean_t_ci_and_seed_counts():
     rows = []
     seeds = {"tv/mc": [0.30, 0.32, 0.34], "kl/atomic": [0.40, 0.45, 0.50], "gspo": [0.41, 0.43]}
     for cell, values in seeds.items():
@@ -176,12 +175,9 @@ def test_several_seeds_mean_bootstrap_ci_and_seed_counts():
     row = {r.cell: r for r in table.blocks[0].rows}
     e = row["kl/atomic"].entries["X"]
     assert (str(e.mean), e.n) == ("45.0", 3)
-    ci = stats.bootstrap(
-        ([40.0, 45.0, 50.0],), np.mean, method="percentile", n_resamples=S.N_RESAMPLES, rng=0
-    ).confidence_interval
-    assert (e.lo, e.hi) == (
-        quantize(Decimal(repr(float(ci.low))), 1),
-        quantize(Decimal(repr(float(ci.high))), 1),
+    half = stats.t.ppf(0.975, 2) * 5.0 / np.sqrt(3)  # s = 5 points over 3 seeds: ±12.4
+    assert (
+        (e.lo, e.hi) == (_dec(45.0 - half), _dec(45.0 + half)) == (Decimal("32.6"), Decimal("57.4"))
     )
     assert e.lo < e.mean < e.hi
     assert row["gspo"].n_seeds == 2 and row["kl/atomic"].n_seeds == 3
@@ -278,16 +274,14 @@ def _seed_effect_frame(cells: dict[str, float], seeds: int, rng: np.random.Gener
     return _tidy(rows)
 
 
-def _ci(*samples, statistic) -> tuple[Decimal, Decimal]:
-    ci = stats.bootstrap(
-        samples, statistic, method="percentile", n_resamples=S.N_RESAMPLES, rng=S.SEED
-    ).confidence_interval
-    return quantize(Decimal(repr(float(ci.low))), 1), quantize(Decimal(repr(float(ci.high))), 1)
+def _dec(value: float) -> Decimal:
+    return quantize(Decimal(repr(float(value))), 1)
 
 
-def test_avg_and_delta_cis_resample_whole_runs():
-    """A seed is one run scored on every benchmark: Avg.'s CI is the percentile bootstrap of the
-    per-seed averages, Δ's that of the difference of means of the two cells' per-seed averages."""
+def test_avg_and_delta_cis_are_t_intervals_over_runs():
+    """A seed is one run scored on every benchmark: Avg.'s CI is the t interval of the per-seed
+    averages; Δ's the t interval of the difference of the two cells' means on the pooled
+    variance of the test (Welch's with test="welch")."""
     # per-seed averages 46.0, 47.8, 48.8 (the stratified bootstrap gave [47.0, 48.1])
     shared = {0: -1.5, 1: 0.3, 2: 1.3}
     offsets = {"A": -10.0, "B": 4.0, "C": 6.0, "D": 0.0}
@@ -301,26 +295,32 @@ def test_avg_and_delta_cis_resample_whole_runs():
     row = {r.cell: r for r in table.blocks[0].rows}
     tidy = _tidy(rows)
     avgs = {
-        cell: [
-            float(sum(pct(v) for v in g.score) / 4)
-            for _, g in tidy[tidy.cell == cell].groupby("seed")
-        ]
+        cell: np.array(
+            [
+                float(sum(pct(v) for v in g.score) / 4)
+                for _, g in tidy[tidy.cell == cell].groupby("seed")
+            ]
+        )
         for cell in ("kl/atomic", "tv/mc")
     }
-    assert avgs["kl/atomic"] == pytest.approx([46.0, 47.8, 48.8])
+    x, y = avgs["kl/atomic"], avgs["tv/mc"]
+    assert x == pytest.approx([46.0, 47.8, 48.8])
     avg = row["kl/atomic"].entries["avg"]
-    assert (avg.lo, avg.hi) == _ci(np.array(avgs["kl/atomic"]), statistic=np.mean)
-    assert avg.hi - avg.lo >= Decimal("1.5")  # the per-seed averages span 2.8 points
+    half = stats.t.ppf(0.975, 2) * np.std(x, ddof=1) / np.sqrt(3)
+    assert (avg.lo, avg.hi) == (_dec(x.mean() - half), _dec(x.mean() + half))
+    assert avg.lo <= Decimal("46.0") and avg.hi >= Decimal("48.8")  # not narrower than the runs
 
-    def diff(a, b, axis=-1):
-        return np.mean(a, axis=axis) - np.mean(b, axis=axis)
-
+    pooled_var = (np.var(x, ddof=1) + np.var(y, ddof=1)) / 2  # two rows of 3: 4 df
+    half = stats.t.ppf(0.975, 4) * np.sqrt(pooled_var * (1 / 3 + 1 / 3))
     delta = row["kl/atomic"].delta
-    assert (delta.lo, delta.hi) == _ci(
-        np.array(avgs["kl/atomic"]), np.array(avgs["tv/mc"]), statistic=diff
-    )
+    d = x.mean() - y.mean()
+    assert (delta.lo, delta.hi) == (_dec(d - half), _dec(d + half))
+    welch = build_table1(_tidy(rows), test="welch")
+    ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval()
+    wdelta = {r.cell: r for r in welch.blocks[0].rows}["kl/atomic"].delta
+    assert (wdelta.lo, wdelta.hi) == (_dec(ci.low), _dec(ci.high))
     md = to_markdown(table)
-    assert "stratified" not in md and "whole runs are resampled" in md
+    assert "stratified" not in md and "the run is the unit" in md and "Student t" in md
 
 
 def test_identical_cells_with_a_strong_run_effect_are_not_ranked():

@@ -38,10 +38,49 @@ def test_probability_of_improvement_matches_pair_counting_and_is_antisymmetric(d
 
 @FAST
 @given(st.lists(score, min_size=2, max_size=8))
-def test_mean_ci_brackets_the_mean_within_the_data_range(x):
+def test_mean_ci_is_the_t_interval_of_the_mean(x):
+    """x̄ ± t_{n-1} s / sqrt(n), written out here from the textbook formula."""
     lo, hi = S.mean_ci(x)
-    assert min(x) - 1e-9 <= lo <= np.mean(x) + 1e-9 <= hi + 2e-9 <= max(x) + 3e-9
+    n, mean, sd = len(x), float(np.mean(x)), float(np.std(x, ddof=1))
+    half = stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n)
+    assert (lo, hi) == pytest.approx((mean - half, mean + half), abs=1e-9)
+    wider = S.mean_ci(x, confidence=0.99)
+    assert wider[0] <= lo + 1e-12 and hi <= wider[1] + 1e-12
     assert S.mean_ci(x[:1]) is None
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_mean_ci_covers_the_true_mean_19_times_in_20(n):
+    """3,000 draws of n normal seeds: the 95% interval covers the true mean 93.5-96.5% of the
+    time (a percentile bootstrap of the same draws covered 50%, 74% and 82% of 600)."""
+    rng = np.random.default_rng(n)
+    draws = rng.normal(40.0, 2.0, (3000, n))
+    covered = [lo <= 40.0 <= hi for lo, hi in map(S.mean_ci, draws)]
+    assert 0.935 <= np.mean(covered) <= 0.965
+
+
+def test_delta_ci_uses_the_tests_variance():
+    """Pooled: the interval excludes 0 exactly where the uncorrected pooled test rejects at
+    5%; Welch: scipy's Welch interval; both cover the true difference 19 times in 20."""
+    rng = np.random.default_rng(7)
+    hits = {"pooled": 0, "welch": 0}
+    reps = 2000
+    for _ in range(reps):
+        ref, *rows = rng.normal(40.0, 2.0, (4, 3))
+        x = rows[0] + 1.5
+        pool = [ref, *rows]
+        lo, hi = S.delta_ci(x, ref, pool=[x, *pool[1:], ref])
+        (p,) = S.pooled_pvalues([x], ref, [x, *pool[1:], ref])
+        assert (lo > 0 or hi < 0) == (p < 0.05)
+        hits["pooled"] += lo <= 1.5 <= hi
+        wlo, whi = S.delta_ci(x, ref)
+        assert (wlo > 0 or whi < 0) == (S.welch_pvalue(x, ref) < 0.05)
+        hits["welch"] += wlo <= 1.5 <= whi
+    for test, hit in hits.items():
+        assert 0.93 <= hit / reps <= 0.97, test
+    assert S.delta_ci([1.0, 2.0], [3.0]) is None
+    assert S.delta_ci([1.0, 2.0], [3.0, 4.0], pool=[[5.0]]) is None  # nothing to pool
+    assert S.delta_ci([2.0, 2.0], [1.0, 1.0]) == (1.0, 1.0)  # no spread: the point
 
 
 @FAST
@@ -123,18 +162,7 @@ def test_run_bootstrap_resamples_whole_runs(data):
     avgs = m.mean(axis=1)
     if np.ptp(avgs) > 0:
         assert got == pytest.approx(_percentile_bootstrap(avgs, statistic=np.mean), abs=1e-9)
-        assert got == pytest.approx(S.mean_ci(avgs), abs=1e-9)
     assert got[0] - 1e-9 <= m.mean() <= got[1] + 1e-9
-
-
-def test_delta_ci_resamples_each_sides_runs_independently():
-    x, y = [46.0, 47.8, 48.8], [40.1, 44.0, 43.2, 41.5]
-
-    def diff(a, b, axis=-1):
-        return np.mean(a, axis=axis) - np.mean(b, axis=axis)
-
-    assert S.delta_ci(x, y) == pytest.approx(_percentile_bootstrap(x, y, statistic=diff))
-    assert S.delta_ci(x, y[:1]) is None
 
 
 def test_welch_edge_cases():
