@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gppo.analysis.stats import stratified_mean_ci
+from gppo.analysis.stats import strata_mean_ci
 from gppo.analysis.table import DIV_ORDER
 from gppo.store.state import State
 
@@ -130,7 +130,8 @@ def rank_stability(avgs: pd.DataFrame) -> dict[str, float]:
 
 
 def estimator_order(tidy: pd.DataFrame, domain: str, avgs: pd.DataFrame) -> dict[str, object]:
-    """Per estimator: the mean over divergences and seeds, stratified bootstrap CI over cells."""
+    """Per estimator: the mean over divergences of the cells' seed means, its t CI with the cells as
+    independent strata (:func:`gppo.analysis.stats.strata_mean_ci`)."""
     grid = [c for c in avgs.index if "/" in c]
     out: dict[str, object] = {}
     for est in ("mc", "atomic", "binary"):
@@ -138,7 +139,7 @@ def estimator_order(tidy: pd.DataFrame, domain: str, avgs: pd.DataFrame) -> dict
         if not cells:
             continue
         cols = [avgs.loc[c].dropna().to_numpy() for c in cells]
-        ci = stratified_mean_ci(cols)
+        ci = strata_mean_ci(cols)
         out[est] = {
             "cells": cells,
             "mean": float(np.mean([c.mean() for c in cols])),

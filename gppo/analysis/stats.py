@@ -11,10 +11,9 @@ benchmark over the cell's seeds (shape ``(n_seeds_b,)``; percent or fractions, a
 - :func:`run_bootstrap_interval`: the CI of any statistic of run x benchmark matrices (shape
   ``(n_runs_i, n_bench)``), whole runs (rows) resampled, each matrix independently (the aggregate
   view's Mean, IQM and P(X > Y));
-- :func:`stratified_mean_ci`, :func:`stratified_delta_ci`: rliable's ``StratifiedBootstrap``
-  (values resampled *within* each stratum, ``Avg* = (1/B) Σ_b mean(x_b*)``), valid only where
-  the strata hold independent runs (e.g. different cells); not for benchmarks scored by the same
-  runs, whose scores are correlated through the run;
+- :func:`strata_mean_ci`: the t CI of a mean over independent strata of their means (an
+  estimator's mean over its cells, benchmarks/sensitivity.py), Welch-Satterthwaite's df; not for
+  benchmarks scored by the same runs, whose scores are correlated through the run;
 - :func:`probability_of_improvement`: ``P(X > Y) = (1/B) Σ_b U_b / (n_b m_b)`` with ``U_b`` the
   Mann-Whitney U statistic of benchmark ``b`` (pairs with ``x > y`` count 1, ties 1/2), rliable's
   definition;
@@ -71,21 +70,6 @@ _RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "
 
 def _arrays(columns: Sequence[Sequence[float]]) -> list[np.ndarray]:
     return [np.asarray(c, dtype=float) for c in columns]
-
-
-def bootstrap_interval(
-    samples: Sequence[np.ndarray],
-    statistic,
-    confidence: float = CONFIDENCE,
-    seed: int = SEED,
-) -> Interval:
-    """Percentile bootstrap CI of ``statistic(*samples, axis=-1)``, the samples resampled
-    independently; the point itself when nothing varies."""
-    flat = np.concatenate(samples)
-    if np.all(flat == flat[0]) or all(np.all(s == s[0]) for s in samples):
-        point = float(statistic(*samples, axis=-1))  # no spread: the interval is the point
-        return point, point
-    return _percentile_bootstrap(samples, statistic, confidence, seed)
 
 
 def _percentile_bootstrap(
@@ -197,40 +181,25 @@ def delta_ci(
     return float(ci.low), float(ci.high)
 
 
-def _avg_of_means(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
-    return np.mean([np.mean(x, axis=axis) for x in xs], axis=0)
-
-
-def stratified_mean_ci(
-    columns: Sequence[Sequence[float]], confidence: float = CONFIDENCE, seed: int = SEED
+def strata_mean_ci(
+    columns: Sequence[Sequence[float]], confidence: float = CONFIDENCE
 ) -> Interval | None:
-    """CI of the mean over strata of the per-stratum means, values resampled within each
-    stratum (independent strata only, see the module docstring); None if any n < 2."""
+    """Student t CI of the mean over independent strata of their means, ``(1/K) Σ_k x̄_k``.
+
+    ``columns``: K arrays of shape ``(n_k,)``, e.g. the cells of one estimator, each over its
+    seeds. ``se = sqrt(Σ_k v_k) / K`` with ``v_k = s_k² / n_k``, and Welch-Satterthwaite's
+    ``df = (Σ_k v_k)² / Σ_k v_k² / (n_k - 1)`` (``K = 1``: :func:`mean_ci`). Independent strata
+    only (different cells' runs; not benchmarks scored by the same runs). None if any
+    ``n_k < 2``; the point where no stratum has spread."""
     cols = _arrays(columns)
     if not cols or min(c.size for c in cols) < 2:
         return None
-    return bootstrap_interval(cols, _avg_of_means, confidence, seed)
-
-
-def stratified_delta_ci(
-    columns: Sequence[Sequence[float]],
-    reference: Sequence[Sequence[float]],
-    confidence: float = CONFIDENCE,
-    seed: int = SEED,
-) -> Interval | None:
-    """CI of ``Avg(columns) - Avg(reference)`` (same strata, same order), stratified
-    (independent strata only, see the module docstring)."""
-    cols, refs = _arrays(columns), _arrays(reference)
-    if len(cols) != len(refs):
-        raise ValueError(f"{len(cols)} benchmark columns against {len(refs)} of the reference")
-    if not cols or min(c.size for c in [*cols, *refs]) < 2:
-        return None
-    b = len(cols)
-
-    def delta(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
-        return _avg_of_means(*xs[:b], axis=axis) - _avg_of_means(*xs[b:], axis=axis)
-
-    return bootstrap_interval([*cols, *refs], delta, confidence, seed)
+    point = float(np.mean([c.mean() for c in cols]))
+    v = np.array([c.var(ddof=1) / c.size for c in cols])
+    if not v.any():
+        return point, point
+    df = v.sum() ** 2 / sum(vk**2 / (c.size - 1) for vk, c in zip(v, cols, strict=True))
+    return _t_interval(point, math.sqrt(v.sum()) / len(cols), float(df), confidence)
 
 
 def probability_of_improvement(
