@@ -122,6 +122,8 @@ TAG_STUDY_NAME = "gppo.study_name"
 #: Set to "true" by a backend entrypoint only after its final evaluation has been logged.
 TAG_FINISHED = "gppo.finished"
 TAG_FAILURE = "gppo.failure"  # last log lines of a cell that kept failing
+#: what ending an attempt's leftover processes took (gppo.processes.Ended.note), when it took any
+TAG_PROCESSES = "gppo.processes"
 PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag
 
 # --- environment passed to a job ---------------------------------------------------------------

@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("grid",),
     ("backends",),
     ("store",),
-    ("cell", "metrics", "scores"),
+    ("cell", "metrics", "scores", "processes"),
     ("objectives",),
     ("registry",),
     ("errors",),

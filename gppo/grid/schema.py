@@ -52,6 +52,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from gppo import processes
 from gppo.grid import registries
 from gppo.objectives import defaults
 from gppo.objectives.aggregation import AGG_MODES
@@ -211,6 +212,11 @@ class Retries(_Strict):
     #: model, starting the rollout engine, the step-0 evaluation; a resumed verl run must log a
     #: step past its checkpoint). None: ``stall_timeout_s``
     first_step_timeout_s: float | None = Field(None, ge=0)
+    #: when an attempt ends (stall, cancel, Ctrl-C, failure, the sweep's end), its processes
+    #: still alive on this machine get SIGTERM, then this many seconds, then SIGKILL, and are
+    #: checked gone before its retry is submitted (gppo.processes.end_attempt); also the grace
+    #: Ray gives a stopped job's driver on a local head (RAY_JOB_STOP_WAIT_TIME_S)
+    kill_grace_s: float = Field(processes.KILL_GRACE_S, ge=0, le=3600)
 
 
 class Override(_Strict):

@@ -5,7 +5,9 @@ retry with backoff, for the launcher's cells and the tuner's trials alike.
 :class:`gppo.store.state.State` (PENDING → RUNNING → ENDING → DONE, or WAITING for a retry after
 :func:`backoff`, FAILED after the last, STOPPED) and reports each change as an :class:`Event`:
 ``submitted``, ``attached``, ``running``, ``step``, ``finished`` (with the cell's final score),
-``failed`` (with the reason), ``retrying``, ``stalled``, ``stopped``, ``outage``, ``recovered``.
+``failed`` (with the reason), ``retrying``, ``stalled``, ``killed`` (an attempt's processes
+outlived its job and were SIGKILLed: :mod:`gppo.processes`), ``ended`` (they were, and exited
+on SIGTERM), ``stopped``, ``outage``, ``recovered``.
 Displays (:class:`gppo.sweep.progress_log.LaunchLog`, the tuner's progress) print events; none
 diffs snapshots or reads the store back for them.
 
@@ -101,7 +103,7 @@ class Event:
             return f"{k} {self.cell}  attempt {self.attempt}  step {self.step}  score {score}"
         if self.kind in ("retrying", "failed"):
             return f"{k} {self.cell}  {self.note}: {self.reason}"
-        if self.kind == "stalled":
+        if self.kind in ("stalled", "killed", "ended"):
             return f"{k} {self.cell}  attempt {self.attempt} {self.reason}"
         if self.kind == "stopped":
             return f"{k} {self.cell}  {self.note}"
@@ -361,6 +363,8 @@ class AttemptDriver:
         st.stall_note = ""
         outcome = self.disp.finish(att, "FAILED" if lost else att.status, note=note)
         st.current = None
+        if att.ended is not None and att.ended.found:
+            self.emit("killed" if att.ended.killed else "ended", st, reason=att.ended.note)
         if outcome == DONE:
             st.state = DONE
             score = att.metrics.get(M.eval_domain_metric(st.cell.eval_k))
@@ -371,7 +375,10 @@ class AttemptDriver:
         else:
             if self.reuse_run:  # e.g. verl: the retry resumes the same run
                 st.reuse_run = att.run_id
-            self.retry_or_fail(st, first_line_of_failure(att.failure) or "job failed")
+            why = (
+                att.failure.strip().splitlines()[0] if att.killed_by and att.failure.strip() else ""
+            )
+            self.retry_or_fail(st, why or first_line_of_failure(att.failure) or "job failed")
         return st.state
 
     def retry_or_fail(self, st: CellState, why: str) -> None:

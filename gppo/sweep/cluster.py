@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import signal
 import socket
@@ -96,8 +97,12 @@ def start_local_head(
     num_cpus: int | None = None,
     num_gpus: int | None = None,
     timeout: float = 90.0,
+    stop_grace_s: float | None = None,
 ) -> Cluster:
-    """Start a detached local Ray head on loopback with free ports and record it in state_dir."""
+    """Start a detached local Ray head on loopback with free ports and record it in state_dir.
+
+    ``stop_grace_s``: the seconds Ray gives a stopped job's driver between SIGTERM and SIGKILL
+    (``RAY_JOB_STOP_WAIT_TIME_S``, whole seconds; Ray's default, 3 s, when None)."""
     state_dir = Path(state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     # unix socket paths are limited to 107 bytes: keep Ray's temp dir short.
@@ -121,6 +126,8 @@ def start_local_head(
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     env[ray_http.ENV_AUTH_MODE] = ray_http.head_auth_mode()
     env.pop("RAY_ADDRESS", None)
+    if stop_grace_s is not None:
+        env["RAY_JOB_STOP_WAIT_TIME_S"] = str(max(1, math.ceil(stop_grace_s)))
     with open(state_dir / "ray-head.log", "ab") as log:
         proc = subprocess.Popen(
             cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -217,7 +224,12 @@ def local_head_for(spec: GridSpec, cells: Iterable[Cell] = ()) -> LocalHead:
 
 
 def ensure_cluster(
-    address: str | None, state_dir: Path, *, start: bool = True, local_head: LocalHead | None = None
+    address: str | None,
+    state_dir: Path,
+    *,
+    start: bool = True,
+    local_head: LocalHead | None = None,
+    stop_grace_s: float | None = None,
 ) -> Cluster | None:
     """The cluster a sweep uses.
 
@@ -237,4 +249,6 @@ def ensure_cluster(
     if not start:
         return None
     head = local_head or LocalHead()
-    return start_local_head(state_dir, num_cpus=head.num_cpus, num_gpus=head.num_gpus)
+    return start_local_head(
+        state_dir, num_cpus=head.num_cpus, num_gpus=head.num_gpus, stop_grace_s=stop_grace_s
+    )

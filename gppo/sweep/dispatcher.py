@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gppo import metrics as M
+from gppo import processes
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.errors import GppoError, SubmissionExists, SubmissionRefused
@@ -66,16 +67,27 @@ class Attempt:
     status: str = "PENDING"
     metrics: dict[str, float] = field(default_factory=dict)
     failure: str = ""
+    #: what ending its processes took (:func:`gppo.processes.end_attempt`), set at its end
+    ended: processes.Ended | None = None
+    #: the signal its job's driver died of (``SIGKILL``), when it died of one
+    killed_by: str | None = None
 
 
 class Dispatcher:
     """Submit, poll and stop the Ray jobs of one sweep; create and end their MLflow runs.
+
+    An attempt's end is verified: whenever a job is stopped or its run ended, every process of
+    the attempt still alive on this machine is ended (:func:`gppo.processes.end_attempt`:
+    SIGTERM, ``kill_grace_s``, SIGKILL, checked gone) before the call returns, so a retry never
+    overlaps its predecessor.
 
     Args:
         cluster: where jobs run (:func:`gppo.sweep.cluster.ensure_cluster`).
         tracking: the sweep's store (:class:`gppo.store.tracking.Tracking`, store initialised).
         experiment_id, parent_run_id, sweep_id: the sweep's MLflow coordinates
             (:meth:`Tracking.experiment_id`, :meth:`Tracking.sweep_run`).
+        kill_grace_s: seconds between SIGTERM and SIGKILL for an attempt's leftover processes
+            (``retries.kill_grace_s``).
     """
 
     def __init__(
@@ -86,8 +98,12 @@ class Dispatcher:
         experiment_id: str,
         parent_run_id: str,
         sweep_id: str,
+        kill_grace_s: float = processes.KILL_GRACE_S,
     ) -> None:
         self.cluster, self.tracking = cluster, tracking
+        self.kill_grace_s = kill_grace_s
+        #: what ending each attempt's processes took, by submission id (kept for its run's end)
+        self._ended: dict[str, processes.Ended] = {}
         self.experiment_id, self.parent_run_id, self.sweep_id = (
             experiment_id,
             parent_run_id,
@@ -163,6 +179,7 @@ class Dispatcher:
             self.tracking.client.update_run(run_id, status="RUNNING")
             self.tracking.set_tags(run_id, {M.TAG_ATTEMPT: str(attempt), M.TAG_RAY_JOB_ID: sid})
         env = {**dict(job.env), M.ENV_TRACKING_URI: self.tracking.uri, M.ENV_RUN_ID: run_id}
+        env[processes.ENV_ATTEMPT] = sid  # names every process of the attempt
         kwargs = entrypoint_resources(cell, job)
         try:
             self.client.submit_job(
@@ -225,17 +242,42 @@ class Dispatcher:
             raise
 
     def stop(self, sid: str, *, wait_s: float = 15.0) -> str | None:
-        """Ask Ray to stop the job and wait (up to ``wait_s``) until it is no longer active."""
+        """Ask Ray to stop the job, wait until it is no longer active (up to ``wait_s`` past
+        ``kill_grace_s``, the grace a local head gives the driver), then end whatever of the
+        attempt is still alive on this machine (:meth:`end_processes`)."""
         try:
             self.client.stop_job(sid)
         except RuntimeError:
-            return self.status(sid)
-        deadline = time.monotonic() + wait_s
-        status = self.status(sid)
-        while status in ACTIVE and time.monotonic() < deadline:
-            time.sleep(0.5)
             status = self.status(sid)
+        else:
+            deadline = time.monotonic() + wait_s + self.kill_grace_s
+            status = self.status(sid)
+            while status in ACTIVE and time.monotonic() < deadline:
+                time.sleep(0.5)
+                status = self.status(sid)
+        self.end_processes(sid)
         return status
+
+    def end_processes(self, sid: str) -> processes.Ended:
+        """End the attempt's processes left on this machine (SIGTERM, ``kill_grace_s``,
+        SIGKILL, checked gone): :func:`gppo.processes.end_attempt`. What it took is kept for the
+        run's end (its failure tag and the ``killed`` event) and returned."""
+        ended = processes.end_attempt(sid, self.kill_grace_s)
+        before = self._ended.get(sid)
+        if before is not None and before.found and not ended.found:
+            return before
+        if ended.found or before is None:
+            self._ended[sid] = ended
+        return ended
+
+    def exit_signal(self, sid: str) -> str | None:
+        """The signal the job's driver died of (``SIGKILL``), from Ray's ``driver_exit_code``;
+        None when it exited by itself or Ray does not say."""
+        try:
+            info = self.client.get_job_info(sid)
+        except Exception:
+            return None
+        return processes.exit_signal(getattr(info, "driver_exit_code", None))
 
     def logs(self, sid: str) -> str:
         """The job's whole log (Jobs API) as plain text, or ``""``."""
@@ -263,8 +305,12 @@ class Dispatcher:
             outcome, note = STOPPED, note or "job stopped"
         else:
             outcome = FAILED
+            if status == "FAILED":
+                att.killed_by = self.exit_signal(att.submission_id)
             note = note or (
-                f"job {status or 'lost'}"
+                f"job FAILED: killed by {att.killed_by}"
+                if att.killed_by
+                else f"job {status or 'lost'}"
                 if status != "SUCCEEDED"
                 else "job exited 0 without logging its final evaluation (gppo.finished)"
             )
@@ -283,7 +329,18 @@ class Dispatcher:
     ) -> State:
         """End a run as ``outcome`` (with ``tags``): DONE → FINISHED; STOPPED →
         KILLED and FAILED → FAILED, both with ``gppo.failure`` = ``note`` + the log's tail (also
-        kept as ``written.failure`` when given)."""
+        kept as ``written.failure`` when given).
+
+        First the attempt's processes left on this machine are ended (:meth:`end_processes`);
+        when some had to be, the run's ``gppo.processes`` tag says what it took (also
+        ``written.ended``), and a failure's note says so too."""
+        ended = self.end_processes(sid) if sid else None
+        self._ended.pop(sid, None)
+        if written is not None:
+            written.ended = ended
+        if ended is not None and ended.found:
+            tags = {**(tags or {}), M.TAG_PROCESSES: ended.note}
+            note = f"{note}; {ended.note}" if note else ended.note
         if tags:
             self.tracking.set_tags(run_id, tags)
         if outcome != DONE:

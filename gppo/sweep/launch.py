@@ -137,7 +137,7 @@ class Launcher:
         with served as self._served:
             ctx = open_sweep(self.plan, address=self.address)
             try:
-                disp = ctx.dispatcher()
+                disp = ctx.dispatcher(self.retries.kill_grace_s)
             except OSError as exc:  # the Jobs API did not answer at all (refused, timed out)
                 raise cluster_silent(ctx, self.unreachable_timeout_s, exc) from None
             limit_s = self.plan.spec.tracking.unreachable_timeout_s

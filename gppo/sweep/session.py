@@ -29,6 +29,7 @@ from gppo.backends.base import get_backend
 from gppo.cell import Cell
 from gppo.grid.load import Plan
 from gppo.grid.schema import LocalHead
+from gppo.processes import KILL_GRACE_S
 from gppo.store.state import ACTIVE_JOB as ACTIVE
 from gppo.store.state import cell_state
 from gppo.store.tracking import Tracking, attempt_of, is_finished
@@ -68,8 +69,9 @@ class Session:
     state_dir: Path
     cluster: Cluster | None
 
-    def dispatcher(self) -> Dispatcher:
-        """The :class:`Dispatcher` of this sweep's jobs (needs a cluster)."""
+    def dispatcher(self, kill_grace_s: float = KILL_GRACE_S) -> Dispatcher:
+        """The :class:`Dispatcher` of this sweep's jobs (needs a cluster); ``kill_grace_s``:
+        the spec's ``retries.kill_grace_s``."""
         assert self.cluster is not None
         return Dispatcher(
             self.cluster,
@@ -77,6 +79,7 @@ class Session:
             experiment_id=self.experiment_id,
             parent_run_id=self.parent_run_id,
             sweep_id=self.sweep_id,
+            kill_grace_s=kill_grace_s,
         )
 
     def close(self, status: str, meanwhile: Callable[[], None] | None = None) -> None:
@@ -111,8 +114,10 @@ def open_session(
     address: str | None = None,
     start_cluster: bool = True,
     local_head: LocalHead | None = None,
+    stop_grace_s: float | None = None,
 ) -> Session:
-    """Create the store's schema, the experiment and the parent run; attach/start Ray."""
+    """Create the store's schema, the experiment and the parent run; attach/start Ray
+    (``stop_grace_s``: a new local head's grace for a stopped job, ``retries.kill_grace_s``)."""
     tracking = Tracking(tracking_uri)
     tracking.init_store()
     exp = tracking.experiment_id(experiment)
@@ -121,7 +126,9 @@ def open_session(
     assert parent is not None
     state_dir = state_dir_of(tracking_uri, sweep_id)
     state_dir.mkdir(parents=True, exist_ok=True)
-    cluster = ensure_cluster(address, state_dir, start=start_cluster, local_head=local_head)
+    cluster = ensure_cluster(
+        address, state_dir, start=start_cluster, local_head=local_head, stop_grace_s=stop_grace_s
+    )
     return Session(sweep_id, tracking, exp, parent, state_dir, cluster)
 
 
@@ -137,6 +144,7 @@ def open_sweep(
         address=address or spec.ray.address,
         start_cluster=start_cluster,
         local_head=local_head_for(spec, plan.cells),
+        stop_grace_s=spec.retries.kill_grace_s,
     )
     return SweepContext(**vars(session), plan=plan)
 

@@ -15,7 +15,9 @@ grandchild, a fresh process with everything imported, runs ``python -m gppo.back
   SIGHUP to it (``ray job stop``, stall detection, Ctrl-C) and exits with the cell's exit code
   (128 + the signal's number when the cell was killed by one);
 - the grandchild watches the socket and kills itself when the client is gone (a job SIGKILLed,
-  its Ray head dead), so no cell outlives its job;
+  its Ray head dead); one that cannot (frozen, stuck in a C call) is ended by the launcher, which
+  finds it through :func:`gppo.processes.register` (its start-up environment is the server's,
+  not the job's) when the attempt ends;
 - the server runs in its own session (a terminal's Ctrl-C reaches the launcher only, which
   stops or detaches the jobs as it always did) and exits with the launcher that started it;
 - anything wrong with the server (not started, gone, refusing) and the client runs the cell
@@ -100,11 +102,13 @@ def _run_cell(request: Mapping, conn: socket.socket) -> int:
     import traceback
 
     from gppo.backends.local.__main__ import ENV_FORKED, main
+    from gppo.processes import register
 
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
     os.environ[ENV_FORKED] = "1"
+    register()  # forked from a server that predates the job: its start-up environment is not it
     sys.argv = [sys.argv[0], *request["argv"]]
     conn.sendall(f"pid {os.getpid()}\n".encode())
 

@@ -41,6 +41,7 @@ def open_study_session(grid: GridSpec, name: str, study_name: str) -> Session:
         study_sweep_id(study_name),
         address=grid.ray.address,
         local_head=local_head_for(grid),
+        stop_grace_s=grid.retries.kill_grace_s,
     )
     session.tracking.set_tags(session.parent_run_id, {M.TAG_STUDY_NAME: study_name})
     return session

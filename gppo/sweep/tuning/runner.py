@@ -77,7 +77,7 @@ LEFT = Left(
     "tune again (finished trials are kept)",
 )
 #: the driver's events a study prints (its own lines say when a trial starts, ends or fails)
-SHOWN = ("retrying", "stalled", "outage", "recovered")
+SHOWN = ("retrying", "stalled", "killed", "outage", "recovered")
 
 
 @dataclass
@@ -137,7 +137,7 @@ class Tuner:
         self.study = open_study(self.spec, self.storage)
         enqueue_default(self.spec, self.study)
         self.session = open_study_session(grid, self.spec.name, self.spec.study_name)
-        self.disp = self.session.dispatcher()
+        self.disp = self.session.dispatcher(grid.retries.kill_grace_s)
         self.watch = Watch(
             self.session,
             self.spec.file,
