@@ -38,6 +38,12 @@ class ProbeSettings(BaseModel):
     mirror_lag: bool = False
     startup_s: float = 0.0
     marker_dir: str | None = None  # attempts and start/end times are written here
+    #: the first N attempts leave a process behind: in a session of its own (outside the job's
+    #: process group, like a vLLM engine or the fork server's cell), ignoring SIGTERM; its pid
+    #: goes to ``<marker_dir>/<cell>.orphans``, and each attempt writes whether its
+    #: predecessor's is still alive to ``<marker_dir>/<cell>.overlap``
+    orphan_times: int = 0
+    ignore_sigterm: bool = False  # the job's own process ignores SIGTERM
     note: str = ""  # echoed back into the run (injection tests)
     #: give the job an env var Ray's runtime env refuses (not a string): Ray refuses the
     #: submission itself, the job never starts

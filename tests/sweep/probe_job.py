@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -23,6 +25,10 @@ def main() -> int:
         with open(marker / f"{cell['id']}.times", "a") as fh:
             fh.write(f"start {time.time()} {os.getpid()}\n")
     print(f"probe {cell['id']} attempt {attempt} note={s.get('note', '')}", flush=True)
+    if s.get("ignore_sigterm"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if marker is not None:
+        _orphans(marker, cell["id"], attempt, s.get("orphan_times", 0))
     failing = s.get("always_fail") or attempt <= s.get("fail_times", 0)
     if failing and not s.get("mirror_lag"):
         print("probe failing on purpose", flush=True)
@@ -59,6 +65,22 @@ def main() -> int:
 
         notify_cell_end(os.environ["GPPO_PROBE_NOTIFY"])
     return 0
+
+
+def _orphans(marker: Path, cell_id: str, attempt: int, times: int) -> None:
+    """Say whether the previous attempt's orphan lives; leave one of our own if asked."""
+    import psutil
+
+    pids = marker / f"{cell_id}.orphans"
+    known = [int(x) for x in pids.read_text().split()] if pids.exists() else []
+    alive = [p for p in known if psutil.pid_exists(p) and psutil.Process(p).status() != "zombie"]
+    with open(marker / f"{cell_id}.overlap", "a") as fh:
+        fh.write(f"attempt {attempt} alive {len(alive)}\n")
+    if attempt <= times:
+        code = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(600)"
+        child = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+        with open(pids, "a") as fh:
+            fh.write(f"{child.pid}\n")
 
 
 def _lagging_mirror(run, s: dict, failing: bool) -> int:
