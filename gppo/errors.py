@@ -22,6 +22,8 @@ allowed. The CLI maps an error to its exit code in one place (:func:`exit_code`)
     ├── TrackingUnreachable (RuntimeError) exit 1 the same for the tracking server
     │                                           (``tracking.unreachable_timeout_s``)
     ├── StoreFull         (RuntimeError) exit 1 the store's disk is full; a relaunch resumes
+    ├── CredentialsRefused (RuntimeError) exit 2 a server refused the credentials (HTTP 401/403)
+    │                                           or a URI's credentials clash with the variables
     ├── TuneError         (RuntimeError) exit 1 a study could not reach its trial count
     └── ReportError       (ValueError)  exit 2  bad report input (a CSV, a sweep id, a store)
         └── SweepNotFound               exit 2  no such sweep in the store
@@ -135,6 +137,15 @@ class TrackingUnreachable(GppoError, RuntimeError):
 class StoreFull(GppoError, RuntimeError):
     """The tracking store's disk is full: the launch stops (its jobs and runs are left as they
     are) and a relaunch once there is room resumes the sweep."""
+
+
+class CredentialsRefused(GppoError, RuntimeError):
+    """A server (the tracking server) refused the credentials this process sent, or sent none
+    (HTTP 401), or refused their user the request (HTTP 403); or a URI's user and password clash
+    with the credential variables already set. One line naming the server, never a password;
+    nothing was submitted. Not an ``OSError``: the server answered, it is not unreachable."""
+
+    exit_code = EXIT_USAGE
 
 
 class TuneError(GppoError, RuntimeError):

@@ -20,6 +20,7 @@ from gppo import metrics as M
 from gppo.analysis.tidy import BASE, cell_label, empty_tidy, expected_keys, normalise
 from gppo.cell import Cell
 from gppo.objectives.defaults import REFERENCE
+from gppo.store.health import RefusalNamingClient
 from gppo.store.records import RunRecord, fetch_records, latest_attempts, no_gc, run_status
 from gppo.store.state import State, SweepRef
 from gppo.store.tracking import int_tag
@@ -87,7 +88,8 @@ def collect(
             as a missing cell is).
         fast: read SQL stores through the fast path of :mod:`gppo.store.records`.
     """
-    client = client or MlflowClient(tracking_uri=ref.tracking_uri)
+    if client is None:  # a server's 401/403: one line naming it
+        client = RefusalNamingClient(MlflowClient(tracking_uri=ref.tracking_uri), ref.tracking_uri)
     with no_gc():
         records = fetch_records(client, ref.sweep_id, experiment_id=ref.experiment_id, fast=fast)
         chosen = latest_attempts(records)

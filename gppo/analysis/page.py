@@ -31,7 +31,7 @@ from markupsafe import Markup
 from gppo.analysis.render import to_html
 from gppo.analysis.table import Table1
 from gppo.scores import pct, quantize
-from gppo.store.uri import scheme_of
+from gppo.store.uri import redact, scheme_of
 
 PAGE_NAME = "report.html"
 #: figures in page order, with their captions; any other PNG goes to "More figures"
@@ -251,7 +251,8 @@ def _env() -> jinja2.Environment:
 
 
 def render_page(page: PageInput, now: dt.datetime | None = None) -> str:
-    """The whole page as one HTML string."""
+    """The whole page as one HTML string, every URI's password in it redacted
+    (:func:`gppo.store.uri.redact`)."""
     import yaml
 
     now = now or dt.datetime.now(dt.timezone.utc)
@@ -272,7 +273,8 @@ def render_page(page: PageInput, now: dt.datetime | None = None) -> str:
         "MLflow parent run": page.parent_run_id or "-",
         **page.extra,
     }
-    return (
+    # a published file: every URI's password (the spec's tracking URI, a link) shown as ***
+    return redact(
         _env()
         .get_template("report.html.j2")
         .render(

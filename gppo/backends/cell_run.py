@@ -28,6 +28,7 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.errors import GppoError
+from gppo.store.health import exit_if_refused
 from gppo.store.run_logger import RunLogger
 from gppo.store.tracking import retry_locked
 
@@ -74,14 +75,18 @@ class CellRun(RunLogger):
         cls, *, eval_k: int, benchmarks: Sequence[str] = (), tracking_uri: str | None = None
     ) -> CellRun | None:
         """The run the dispatcher opened for this process (``MLFLOW_RUN_ID`` in the store at
-        ``MLFLOW_TRACKING_URI``, or ``tracking_uri``); ``None`` when run outside a sweep."""
+        ``MLFLOW_TRACKING_URI``, or ``tracking_uri``); ``None`` when run outside a sweep. A tracking
+        server that refuses this node's credentials ends the process with one line (exit 1:
+        :func:`gppo.store.health.exit_if_refused`)."""
         run_id = os.environ.get(M.ENV_RUN_ID)
         if not run_id:
             return None
         from mlflow.tracking import MlflowClient
 
         uri = tracking_uri or os.environ.get(M.ENV_TRACKING_URI)
-        return cls(MlflowClient(tracking_uri=uri), run_id, eval_k=eval_k, benchmarks=benchmarks)
+        client = MlflowClient(tracking_uri=uri)
+        exit_if_refused(client, uri, run_id)  # no credentials on this node: one line, exit 1
+        return cls(client, run_id, eval_k=eval_k, benchmarks=benchmarks)
 
     # --- 1 and 3: evaluations -------------------------------------------------------------------
     def log_evaluation(

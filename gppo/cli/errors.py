@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import typer
 
 from gppo.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, GppoError, exit_code
+from gppo.store.uri import redact
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -27,8 +28,9 @@ __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_USAGE", "fail", "one_line_er
 def fail(error: str | BaseException, code: int | None = None) -> typer.Exit:
     """Write ``error`` as one line on stderr; the :class:`typer.Exit` to raise.
 
-    ``code`` defaults to the error's own (:func:`gppo.errors.exit_code`), or 2 for a message."""
-    line = str(error)
+    ``code`` defaults to the error's own (:func:`gppo.errors.exit_code`), or 2 for a message.
+    A URI's password in it (a failed connection's message quotes its URL) is shown as ``***``."""
+    line = redact(str(error))
     sys.stderr.write(line.rstrip("\n") + "\n")
     if code is None:
         code = exit_code(error) if isinstance(error, BaseException) else EXIT_USAGE

@@ -6,6 +6,11 @@ ride out a restart of the tracking server; the launcher instead asks the server'
 with a short timeout each round, so it can say at once that the server went away, hold its own
 writes (submissions, the endings of runs) until it is back, and give up after
 ``tracking.unreachable_timeout_s``.
+
+A server that answers but refuses the credentials (MLflow's basic auth: HTTP 401, or 403 for a
+user without permission) is not an outage: :func:`named_refusals` turns MLflow's error into one
+:class:`~gppo.errors.CredentialsRefused` line naming the server, at once (MLflow does not retry
+a 401/403), and :func:`exit_if_refused` ends a cell's job with that line.
 """
 
 from __future__ import annotations
@@ -13,9 +18,14 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
+
+from gppo.errors import CredentialsRefused
+from gppo.store.uri import ENV_USERNAME, redact
 
 #: Seconds the probe waits for an answer.
 PROBE_TIMEOUT_S = 3.0
@@ -85,3 +95,96 @@ def fail_fast(uri: str) -> Iterator[None]:
     finally:
         for key in added:
             os.environ.pop(key, None)
+
+
+#: MLflow's error codes for a refused request, by HTTP status
+_REFUSAL_CODES = {"UNAUTHENTICATED": 401, "PERMISSION_DENIED": 403}
+
+
+def auth_refusal(exc: BaseException) -> int | None:
+    """401 or 403 when ``exc`` is a tracking server's refusal of the credentials (MLflow's
+    ``UNAUTHENTICATED`` / ``PERMISSION_DENIED``), else None."""
+    code = _REFUSAL_CODES.get(str(getattr(exc, "error_code", "")))
+    if code is not None:
+        return code
+    text = str(exc)
+    for status in (401, 403):
+        if f"error code {status} " in text or f"status code {status}" in text:
+            return status
+    return None
+
+
+def _account() -> str:
+    """Who this process is to the tracking server: ``user 'alice'`` (MLflow's variables or its
+    credentials file), ``a token`` or ``no credentials``; never the secret itself."""
+    user = os.environ.get(ENV_USERNAME)
+    if not user:
+        try:
+            from mlflow.utils.credentials import read_mlflow_creds
+
+            user = read_mlflow_creds().username
+        except Exception:
+            user = None
+    if user:
+        return f"user {user!r}"
+    return "a token" if os.environ.get("MLFLOW_TRACKING_TOKEN") else ""
+
+
+def refusal_error(uri: str, status: int) -> CredentialsRefused:
+    """The one line for a refusal (``status`` 401 or 403) by the tracking server at ``uri``."""
+    server, account = f"the tracking server at {redact(uri)}", _account()
+    if status == 403:
+        return CredentialsRefused(
+            f"{server} refused the request of {account or 'no credentials'} (HTTP 403: no "
+            "permission on the experiment or run); ask the server's admin for access"
+        )
+    what = f"the credentials of {account}" if account else "a request without credentials"
+    return CredentialsRefused(
+        f"{server} refused {what} (HTTP 401); set "
+        "MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or MLFLOW_TRACKING_TOKEN, or "
+        "~/.mlflow/credentials) to an account of that server"
+    )
+
+
+@contextlib.contextmanager
+def named_refusals(uri: str) -> Iterator[None]:
+    """Within the block, a tracking server's 401/403 raises :func:`refusal_error`'s one line."""
+    try:
+        yield
+    except CredentialsRefused:
+        raise
+    except Exception as exc:
+        status = auth_refusal(exc)
+        if status is None:
+            raise
+        raise refusal_error(uri, status) from None
+
+
+class RefusalNamingClient:
+    """An ``MlflowClient`` whose every call turns a 401/403 into :func:`refusal_error`'s line
+    (attributes and other errors pass through unchanged)."""
+
+    def __init__(self, client: Any, uri: str) -> None:
+        self._client, self._uri = client, uri
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with named_refusals(self._uri):
+                return attr(*args, **kwargs)
+
+        return call
+
+
+def exit_if_refused(client: Any, uri: str | None, run_id: str) -> None:
+    """In a cell's job: read the run the launcher made for it once; if the tracking server refuses
+    this node's credentials, end the process with the one line (exit 1, no stack trace), which
+    the launcher records as the attempt's failure."""
+    try:
+        with named_refusals(uri or "(MLflow's default)"):
+            client.get_run(run_id)
+    except CredentialsRefused as exc:
+        sys.exit(f"cannot log to MLflow from this node: {exc}")

@@ -34,9 +34,10 @@ from mlflow.entities import ViewType
 
 from gppo import metrics as M
 from gppo.errors import SweepNotFound
+from gppo.store.health import RefusalNamingClient
 from gppo.store.state import State, SweepRef, run_state
 from gppo.store.tracking import int_tag, sweep_filter
-from gppo.store.uri import is_database, resolve_tracking_uri, scheme_of
+from gppo.store.uri import is_database, redact, resolve_tracking_uri, scheme_of
 
 PAGE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
 #: latest-metric names a report reads besides eval/… and eval_base/…
@@ -113,12 +114,12 @@ def find_sweep(
     Raises :class:`SweepNotFound` when the store has no parent run of ``sweep_id``.
     """
     uri = resolve_tracking_uri(tracking_uri)
-    client = MlflowClient(tracking_uri=uri)
+    client = RefusalNamingClient(MlflowClient(tracking_uri=uri), uri)
     where = f"experiment {experiment!r}" if experiment else "any experiment"
     if experiment is not None:
         exp = client.get_experiment_by_name(experiment)
         if exp is None:
-            raise SweepNotFound(f"{uri}: no experiment {experiment!r} (sweep {sweep_id!r})")
+            raise SweepNotFound(f"{redact(uri)}: no experiment {experiment!r} (sweep {sweep_id!r})")
         experiment_ids = [exp.experiment_id]
     else:
         experiment_ids = active_experiment_ids(client)
@@ -133,7 +134,7 @@ def find_sweep(
         else []
     )
     if not runs:
-        raise SweepNotFound(f"{uri}: no sweep {sweep_id!r} in {where} (launch it first)")
+        raise SweepNotFound(f"{redact(uri)}: no sweep {sweep_id!r} in {where} (launch it first)")
     parent = runs[0]
     return SweepRef(sweep_id, uri, parent.info.experiment_id, parent.info.run_id)
 

@@ -18,7 +18,8 @@ from typing import Any, TypeVar
 
 from gppo import metrics as M
 from gppo.cell import Cell
-from gppo.store.uri import resolve_tracking_uri
+from gppo.store.health import RefusalNamingClient
+from gppo.store.uri import redact, resolve_tracking_uri
 
 T = TypeVar("T")
 PARAM_VALUE_MAX = 6000
@@ -150,7 +151,12 @@ def _schema_lock(uri: str) -> Iterator[None]:
 
 
 class Tracking:
-    """MLflow access for one sweep: ``Tracking(uri).init_store()`` before any cell starts."""
+    """MLflow access for one sweep: ``Tracking(uri).init_store()`` before any cell starts.
+
+    ``uri`` is resolved (:func:`~gppo.store.uri.resolve_tracking_uri`: an HTTP URI's user and
+    password go to MLflow's variables); a server's 401/403 on any call of ``client`` raises
+    :class:`~gppo.errors.CredentialsRefused` (one line); every tag and param value written here
+    has any URI's password redacted."""
 
     def __init__(self, uri: str | None) -> None:
         from mlflow.tracking import MlflowClient
@@ -160,7 +166,9 @@ class Tracking:
         # file at once corrupt each other's migration: ours take turns (a file lock beside the
         # database); another process doing it at the same moment is waited out (retry_locked)
         with _schema_lock(self.uri):
-            self.client = retry_locked(lambda: MlflowClient(tracking_uri=self.uri))
+            client = retry_locked(lambda: MlflowClient(tracking_uri=self.uri))
+        # a server that refuses the credentials (401/403): one line naming it, from any call
+        self.client = RefusalNamingClient(client, self.uri)
 
     def init_store(self) -> None:
         """Create the store's schema now (one process, before cells start)."""
@@ -253,11 +261,12 @@ class Tracking:
             M.TAG_RAY_JOB_ID: submission_id,
             **(extra_tags or {}),
         }
+        tags = {k: redact(str(v)) for k, v in tags.items()}
         run = retry_locked(
             lambda: self.client.create_run(experiment_id, tags=tags, run_name=cell.id)
         )
         run_id = run.info.run_id
-        params = [Param(k[:250], v) for k, v in cell_params(cell).items()]
+        params = [Param(k[:250], redact(v)) for k, v in cell_params(cell).items()]
         for i in range(0, len(params), 100):
             retry_locked(lambda p=params[i : i + 100]: self.client.log_batch(run_id, params=p))
         return run_id
@@ -265,7 +274,7 @@ class Tracking:
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
         from mlflow.entities import RunTag
 
-        batch = [RunTag(k, str(v)[:TAG_VALUE_MAX]) for k, v in tags.items()]
+        batch = [RunTag(k, redact(str(v))[:TAG_VALUE_MAX]) for k, v in tags.items()]
         retry_locked(lambda: self.client.log_batch(run_id, tags=batch))
 
     def terminate(self, run_id: str, status: str) -> None:
@@ -308,10 +317,11 @@ def latest_metric(run: Any, name: str) -> tuple[float, int] | None:
 
 
 def log_params(tracking: Tracking, run_id: str, params: dict[str, Any]) -> None:
-    """Log ``params`` into a run (values as text; keys cut to MLflow's 250 characters)."""
+    """Log ``params`` into a run (values as text, any URI's password redacted; keys cut to
+    MLflow's 250 characters)."""
     from mlflow.entities import Param
 
-    batch = [Param(k[:250], str(v)[:PARAM_VALUE_MAX]) for k, v in params.items()]
+    batch = [Param(k[:250], redact(str(v))[:PARAM_VALUE_MAX]) for k, v in params.items()]
     for i in range(0, len(batch), 100):
         retry_locked(lambda b=batch[i : i + 100]: tracking.client.log_batch(run_id, params=b))
 

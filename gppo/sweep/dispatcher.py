@@ -21,6 +21,7 @@ from gppo.cell import Cell
 from gppo.errors import GppoError, SubmissionExists, SubmissionRefused
 from gppo.store.state import ACTIVE_JOB, State
 from gppo.store.tracking import Tracking, is_finished
+from gppo.store.uri import without_password
 from gppo.sweep.cluster import Cluster
 
 ACTIVE = ACTIVE_JOB  # Ray job statuses of a live job
@@ -178,7 +179,10 @@ class Dispatcher:
         else:  # a backend that keeps one run across attempts
             self.tracking.client.update_run(run_id, status="RUNNING")
             self.tracking.set_tags(run_id, {M.TAG_ATTEMPT: str(attempt), M.TAG_RAY_JOB_ID: sid})
-        env = {**dict(job.env), M.ENV_TRACKING_URI: self.tracking.uri, M.ENV_RUN_ID: run_id}
+        # Ray's job info is readable by everyone with access to the cluster (the Jobs API, the
+        # dashboard): no password in it; the job's node supplies its own credentials
+        public_uri = without_password(self.tracking.uri)
+        env = {**dict(job.env), M.ENV_TRACKING_URI: public_uri, M.ENV_RUN_ID: run_id}
         env[processes.ENV_ATTEMPT] = sid  # names every process of the attempt
         kwargs = entrypoint_resources(cell, job)
         try:

@@ -19,6 +19,7 @@ from typing import Any
 
 from gppo.scores import pct, quantize
 from gppo.store.state import State
+from gppo.store.uri import redact
 from gppo.sweep.attempts import Event
 
 
@@ -78,7 +79,8 @@ class LaunchLog:
         self._eta_at = 0  # finished cells when the last estimate was printed
 
     def line(self, text: str) -> None:
-        self.emit(f"{stamp(self.now())}  {text}")
+        """Print ``text`` stamped, any URI's password in it redacted (a failure quoting a URI)."""
+        self.emit(f"{stamp(self.now())}  {redact(text)}")
 
     def __call__(self, result: Any) -> None:
         """The launcher's ``on_update``: the sweep's first line, then the time left."""

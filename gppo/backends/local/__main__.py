@@ -20,6 +20,7 @@ from typing import Any
 from gppo import metrics as M
 from gppo.backends.cell_run import CellRun, evaluation_points
 from gppo.cell import Cell, cell_id
+from gppo.store.health import exit_if_refused
 from gppo.store.tracking import cell_tags
 
 #: ``1`` in a cell process forked by the launch's fork server (:mod:`.forkserver`; the run's
@@ -229,6 +230,8 @@ def main(argv: list[str] | None = None) -> int:
 
         uri = args.tracking_uri or os.environ.get(M.ENV_TRACKING_URI)
         client = MlflowClient(tracking_uri=uri) if uri else MlflowClient()
+        if not standalone:  # no credentials on this node: one line, exit 1
+            exit_if_refused(client, uri, run_id)
         if standalone:
             run_id = _standalone_run(client, cell, args.experiment)
             print(f"standalone MLflow run {run_id}", file=sys.stderr)

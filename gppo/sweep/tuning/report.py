@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from gppo.grid import expand, spec_to_yaml
+from gppo.store.uri import redact, without_password
 from gppo.sweep.tuning import attrs
 from gppo.sweep.tuning.percell import cell_summary
 from gppo.sweep.tuning.space import best_spec, config_from_params
@@ -85,7 +86,7 @@ def write_table(
     lines = ["| " + " | ".join(h for h, _ in columns) + " |", "|" + "---|" * len(columns)]
     lines += ["| " + " | ".join(row) + " |" for row in cells]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
+    path.write_text(redact("\n".join(lines) + "\n"))
     if console is not None:
         table = Table(title=title)
         for header, key in columns:
@@ -167,7 +168,9 @@ def write_best_spec(spec: TuneSpec, row: dict[str, Any], path: Path) -> Path:
         f"# Best configuration of study {spec.study_name!r}: trial {row['trial']}, "
         f"value {row['value']:.6g}\n# {cfg.label}\n# Launch it with: gppo-sweep launch {path.name}\n"
     )
-    path.write_text(header + yaml.safe_dump(spec_to_yaml(grid), sort_keys=False))
+    # no password in a report file: the launch reads it from MLflow's variables or PGPASSWORD
+    text = header + yaml.safe_dump(spec_to_yaml(grid), sort_keys=False)
+    path.write_text(without_password(text))
     return path
 
 
