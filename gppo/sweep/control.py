@@ -12,6 +12,7 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.grid.load import Plan
+from gppo.store.health import failure_line
 from gppo.store.state import ACTIVE_JOB, State, cell_state, run_state
 from gppo.store.tracking import attempt_of, latest_metric
 from gppo.sweep.cluster import Cluster, ensure_cluster, last_temp_dir, stop_local_head
@@ -86,7 +87,7 @@ def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
         failed = [r for r in same if r.info.status in ("FAILED", "KILLED")]
         if failed:
             failure = (failed[-1].data.tags.get(M.TAG_FAILURE) or "").strip()
-            st.last_failure = failure.split("\n")[0] or None
+            st.last_failure = failure_line(failure) or None  # a cell refused by MLflow: why
         got = latest_metric(run, M.TRAIN_SCORE)
         if got:
             st.score, st.step = got
@@ -151,7 +152,8 @@ def _follow(client: Any, sid: str) -> Iterator[str]:
 
 
 def cancel(plan: Plan, cell_id: str | None = None, *, address: str | None = None) -> list[str]:
-    """Stop the running jobs of the sweep (or of one cell) and mark their runs KILLED.
+    """Stop the running jobs of the sweep (or of one cell), end their processes on this machine
+    (:meth:`Dispatcher.stop`) and mark their runs KILLED.
 
     Without a cell, also stops the sweep's local Ray head (if this package started one) and ends
     the parent run. Returns the ids of the cells stopped."""
@@ -168,8 +170,9 @@ def cancel(plan: Plan, cell_id: str | None = None, *, address: str | None = None
         disp = None
         if cluster is not None and parent is not None:
             disp = Dispatcher(
-                cluster, tracking, experiment_id=exp, parent_run_id=parent, sweep_id=plan.sweep_id
-            )
+                cluster, tracking, experiment_id=exp, parent_run_id=parent,
+                sweep_id=plan.sweep_id, kill_grace_s=plan.spec.retries.kill_grace_s,
+            )  # fmt: skip
         for cid, runs in tracking.cell_runs(exp, plan.sweep_id).items():
             if cell_id is not None and cid != cell_id:
                 continue

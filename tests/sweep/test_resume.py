@@ -144,9 +144,12 @@ def test_local_head_outlives_a_detached_launcher_until_cancel(tmp_path):
         tmp_path,
         None,
         name="localhead",
-        probe={"steps": 60, "sleep_s": 0.5, "marker_dir": str(tmp_path / "m")},
+        probe={
+            "steps": 60, "sleep_s": 0.5, "orphan_times": 1, "marker_dir": str(tmp_path / "m"),
+        },
         grid={"divergences": ["kl"], "estimators": ["mc"]},
-    )
+        retries={"kill_grace_s": 1},
+    )  # fmt: skip
     plan = load_plan(spec)
     state = tmp_path / ".gppo" / plan.sweep_id
     proc = subprocess.Popen(
@@ -171,6 +174,9 @@ def test_local_head_outlives_a_detached_launcher_until_cancel(tmp_path):
         )  # fmt: skip
         assert out.returncode == 0 and "stopped 1 cell(s): kl-mc-s0" in out.stdout
         wait_for(lambda: not pid_alive(info["pid"]), 30, "the head to stop")
+        # the process the cell left in a session of its own, ignoring SIGTERM, went with it
+        (orphan,) = map(int, marker_lines(tmp_path, "kl-mc-s0", "orphans"))
+        assert not pid_alive(orphan)
         assert not (state / "cluster.json").exists()
         runs = all_runs(tmp_path, "localhead")
         assert {r.info.status for r in runs} == {"KILLED"}

@@ -136,13 +136,21 @@ def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_ste
 
 
 @pytest.mark.timeout(1800)
+def _alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
     """One sweep of tv-mc, one fault per attempt:
 
     1. tv-mc's vLLM engine hangs (SIGSTOP) after a logged, so checkpointed, step: verl waits
-       forever, stall detection stops the attempt, and the retry resumes. (A SIGKILLed engine
+       forever, stall detection stops the attempt, the frozen engine is SIGKILLed and gone
+       before the retry is submitted, and the retry resumes. (A SIGKILLed engine
        takes the same path with vLLM 0.32 on this CPU: verl hangs on it, and the attempt stalls
        61 s later, as two runs of an earlier version of this test showed; a verl that fails the
        attempt instead is retried the same way.)
@@ -161,8 +169,11 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
         tmp_path,
         verl={"total_steps": steps, "eval_every": steps, "save_every": 1, "mirror_every_s": 1},
         grid={"divergences": ["tv"], "estimators": ["mc"]},
-        retries={"max": 4, "backoff_s": 1.0, "stall_timeout_s": 60, "first_step_timeout_s": 900},
-    )
+        retries={
+            "max": 4, "backoff_s": 1.0, "stall_timeout_s": 60, "first_step_timeout_s": 900,
+            "kill_grace_s": 2,
+        },
+    )  # fmt: skip
     uri, log = f"sqlite:///{tmp_path}/mlflow.db", tmp_path / "launch.log"
     logged_step = _StepWatch(uri, "tv-mc-s0")
 
@@ -179,8 +190,10 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
         assert len(hung) == 1, hung
         hung[0].suspend()
         _wait(lambda: STALL_1 in log.read_text(), 600, "the stall", log)
-        with contextlib.suppress(psutil.NoSuchProcess):  # the stop may have taken it already
-            hung[0].kill()  # a stopped process cannot act on its parent's death
+        # the frozen engine cannot act on SIGTERM nor on its parent's death: the attempt's end
+        # SIGKILLs it (retries.kill_grace_s) and checks it gone before the retry is submitted
+        _wait(lambda: "tv-mc-s0  attempt 2" in log.read_text(), 600, "attempt 2", log)
+        assert not _alive(hung[0]), log.read_text()[-3000:]
         # 2. launcher and head killed once the retry has logged a step of its own
         _wait(lambda: "running     tv-mc-s0  attempt 2" in log.read_text(), 600, "attempt 2", log)
         a_new_step(logged_step())
