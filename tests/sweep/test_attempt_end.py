@@ -121,3 +121,38 @@ def test_a_sigtermed_launch_leaves_no_process_it_started(tmp_path):
             break
         time.sleep(0.2)
     assert left == [], out[-3000:]
+
+
+def test_a_cell_killed_by_a_signal_says_which_signal(tmp_path, ray_cluster):
+    spec = write_spec(
+        tmp_path, ray_cluster.address, name="signalled",
+        probe={"steps": 2, "hang_times": 1, "marker_dir": str(tmp_path / "m")},
+        grid={"divergences": ["tv"], "estimators": ["mc"]},
+        retries={"max": 1, "backoff_s": 0.2, "stall_timeout_s": 0},
+    )  # fmt: skip
+    launcher = subprocess.Popen(
+        [*launcher_cmd(), "launch", str(spec)], env={**env_without_ray(), "COLUMNS": "200"},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    try:
+        started = wait_for(lambda: _lines(tmp_path, "tv-mc-s0", "times"), 120, "the cell")
+        pid = int(started[0].split()[2])
+        wait_for(lambda: _alive(pid) and _has_hung(tmp_path), 60, "the cell to hang")
+        psutil.Process(pid).kill()
+        out, _ = launcher.communicate(timeout=180)
+    finally:
+        if launcher.poll() is None:
+            launcher.kill()
+    assert launcher.returncode == 0, out[-3000:]
+    (retry,) = [ln for ln in out.splitlines() if "retrying" in ln and "tv-mc-s0" in ln]
+    assert retry.endswith("retry 1/1: job FAILED: killed by SIGKILL"), retry
+
+
+def _has_hung(tmp_path: Path) -> bool:
+    """The probe says "probe hanging on purpose" in its job log only; its run has step 1."""
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    try:
+        (exp,) = [e for e in client.search_experiments() if e.name == "signalled"]
+    except ValueError:
+        return False
+    return any(M.TRAIN_SCORE in r.data.metrics for r in client.search_runs([exp.experiment_id]))
