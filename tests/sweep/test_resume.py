@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import uuid
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from gppo.sweep.launch import Launcher
 from gppo.sweep.owner import pid_alive
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
+from .test_attempt_end import TAG, tagged_processes
 
 pytestmark = pytest.mark.slow  # every test here starts Ray or a launcher
 
@@ -152,8 +154,9 @@ def test_local_head_outlives_a_detached_launcher_until_cancel(tmp_path):
     )  # fmt: skip
     plan = load_plan(spec)
     state = tmp_path / ".gppo" / plan.sweep_id
+    tag = uuid.uuid4().hex  # inherited by every process the launch starts (head, workers, cells)
     proc = subprocess.Popen(
-        [*launcher_cmd(), "launch", str(spec), "--detach"], env=env_without_ray(),
+        [*launcher_cmd(), "launch", str(spec), "--detach"], env={**env_without_ray(), TAG: tag},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -177,6 +180,9 @@ def test_local_head_outlives_a_detached_launcher_until_cancel(tmp_path):
         # the process the cell left in a session of its own, ignoring SIGTERM, went with it
         (orphan,) = map(int, marker_lines(tmp_path, "kl-mc-s0", "orphans"))
         assert not pid_alive(orphan)
+        # nothing the detached launch started is left once cancel has ended (Ray's last
+        # processes take a moment after `ray start --block` returns)
+        wait_for(lambda: not tagged_processes(tag), 15, f"no process left: {tagged_processes(tag)}")
         assert not (state / "cluster.json").exists()
         runs = all_runs(tmp_path, "localhead")
         assert {r.info.status for r in runs} == {"KILLED"}
