@@ -17,21 +17,25 @@ The store (:mod:`gppo.store`)
     reports all use it.
 
 Dispatcher (:mod:`gppo.sweep.dispatcher`)
-    ``Dispatcher(cluster, tracking, experiment_id=, parent_run_id=, sweep_id=)``;
+    ``Dispatcher(cluster, tracking, experiment_id=, parent_run_id=, sweep_id=, kill_grace_s=)``;
     ``.submit(cell, job, attempt=, run_id=None, role=, extra_tags=) -> Attempt`` creates the
     attempt's child run (tags of :mod:`gppo.metrics`, params = the cell's settings) THEN submits
     the Ray job with submission id ``gppo-<sweep>-<cell>-a<attempt>`` (sanitised), env
-    ``MLFLOW_TRACKING_URI``/``MLFLOW_RUN_ID``, entrypoint ``job.entrypoint`` (shlex-quoted argv)
+    ``MLFLOW_TRACKING_URI``/``MLFLOW_RUN_ID`` and ``GPPO_ATTEMPT`` (the submission id, naming
+    every process of the attempt: :mod:`gppo.processes`), entrypoint ``job.entrypoint`` (shlex-quoted argv)
     and the cell's resources as entrypoint resources; ``.status(sid)`` (None if unknown;
-    ``.statuses(sids)``: all of a round's jobs in one request); ``.stop(sid)``;
-    ``.logs(sid)`` / ``.logs_tail(sid)``; ``.finish(attempt, status) -> State`` (``State.DONE``,
-    ``State.FAILED`` or ``State.STOPPED``) ends the run;
+    ``.statuses(sids)``: all of a round's jobs in one request); ``.stop(sid)`` stops the job
+    and ends its processes on this machine (``.end_processes(sid)``: SIGTERM, ``kill_grace_s``,
+    SIGKILL, checked gone); ``.logs(sid)`` / ``.logs_tail(sid)``; ``.finish(attempt, status) ->
+    State`` (``State.DONE``, ``State.FAILED`` or ``State.STOPPED``) ends the attempt's
+    processes, then its run;
     ``.attach(cell, run)`` rebuilds an :class:`Attempt` from a run's tags (re-attach).
 
 Attempts (:mod:`gppo.sweep.attempts`)
     ``AttemptDriver(dispatcher, limits, ...)``: submit, one status round, stall limits, end,
     retry with exponential backoff, each change an ``Event`` (submitted, running, step,
-    finished, failed, retrying, stalled, stopped, outage, recovered); the launcher and the tuner
+    finished, failed, retrying, stalled, killed, ended, stopped, outage, recovered); the
+    launcher and the tuner
     both drive it. One :class:`~gppo.sweep.outage.OutageClock` per service (cluster, tracking).
 
 Launch (:mod:`gppo.sweep.launch`)
