@@ -7,30 +7,65 @@ The cell-id rule lives here, once (:func:`cell_id`): ``<divergence>-<estimator>-
 grid cell (``alpha:0.5`` -> ``alpha0.5``: ids never contain ':'), ``<method>-s<seed>`` for a
 baseline; without the seed, the id of the cell over all its seeds (``kl-atomic``). A spec's
 override and δ keys name cells by these ids, with or without the seed (:func:`match_cell_key`).
+
+A sweep with ``axes`` adds the cell's axis point before the seed (:func:`axis_suffix`):
+``kl-atomic_r_min0.8-s0``, ``kl-atomic_r_min0.8_lr0.0001-s0``; an axis that does not move a cell
+(r_min for a baseline) adds nothing to its id. Ids stay in ``[A-Za-z0-9._-]``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Collection
+import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
 #: what separates a cell's id from its seed: ``kl-atomic`` + ``-s`` + ``0``
 SEED_MARK = "-s"
+#: what precedes each axis value in an id: ``kl-atomic`` + ``_`` + ``r_min0.8``
+AXIS_MARK = "_"
+_UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
+
+
+def axis_value_text(value: Any) -> str:
+    """An axis value as an id writes it: ``0.8``, ``5e-05``, ``token-mean``, ``0.5,10.0`` ->
+    ``0.5_10.0``, ``None`` -> ``none`` (anything outside ``[A-Za-z0-9.-]`` as ``_``)."""
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return "_".join(axis_value_text(v) for v in value)
+    return _UNSAFE.sub("_", repr(value) if isinstance(value, float) else str(value))
+
+
+def axis_suffix(point: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:
+    """``{"calibration.r_min": 0.8}`` -> ``_r_min0.8``: per axis (in order) its short name (the
+    path's last part, or ``names[path]``) and value (:func:`axis_value_text`); ``""`` for none."""
+    names = names or {}
+    return "".join(
+        f"{AXIS_MARK}{names.get(path, path.rsplit('.', 1)[-1])}{axis_value_text(value)}"
+        for path, value in point.items()
+    )
 
 
 def cell_id(
-    method_or_divergence: str, estimator: str | None = None, seed: int | None = None
+    method_or_divergence: str,
+    estimator: str | None = None,
+    seed: int | None = None,
+    axes: str = "",
 ) -> str:
     """A cell's id: ``cell_id("kl", "atomic", 0)`` -> ``kl-atomic-s0`` (``alpha:0.5`` ->
     ``alpha0.5-...``), ``cell_id("gspo", seed=1)`` -> ``gspo-s1``; without ``seed`` the id of the
-    cell over all its seeds (``kl-atomic``, ``gspo``)."""
+    cell over all its seeds (``kl-atomic``, ``gspo``); ``axes`` (an :func:`axis_suffix`) goes
+    before the seed (``kl-atomic_r_min0.8-s0``)."""
     base = method_or_divergence.replace(":", "")
     if estimator is not None:
         base = f"{base}-{estimator}"
+    base += axes
     return base if seed is None else f"{base}{SEED_MARK}{seed}"
 
 
@@ -82,6 +117,10 @@ class Cell:
         benchmarks: evaluation benchmarks (empty: the backend's defaults for its domain).
         eval_k: samples per prompt for avg@k.
         resources: what the job holds.
+        axes: the cell's axis point, ``{path: value}`` for each axis of the spec that moves this
+            cell (empty without ``axes``: then neither :meth:`to_dict` nor the hash has it).
+        select: log the held-out selection score too (a spec with ``select:``; only when true
+            in :meth:`to_dict`).
     """
 
     id: str
@@ -93,6 +132,8 @@ class Cell:
     benchmarks: tuple[str, ...] = ()
     eval_k: int = 8
     resources: Resources = field(default_factory=Resources)
+    axes: dict[str, Any] = field(default_factory=dict)
+    select: bool = False
     settings_model: Any = field(default=None, init=False, compare=False, repr=False)
 
     def keep_settings_model(self, model: Any) -> Cell:
@@ -136,6 +177,10 @@ class Cell:
         }
         if r.custom:  # only when set: the config hash of cells without custom resources is kept
             out["resources"]["custom"] = dict(r.custom)
+        if self.axes:  # likewise: a sweep without axes keeps its cells' hashes
+            out["axes"] = _plain(self.axes)
+        if self.select:
+            out["select"] = True
         return out
 
     @classmethod

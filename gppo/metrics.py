@@ -92,6 +92,16 @@ def parse_eval_base_metric(name: str) -> tuple[str, int] | None:
     return parse_eval_metric("eval/" + name.removeprefix("eval_base/"))
 
 
+#: the held-out selection score (a split disjoint from the benchmarks, never reported):
+#: ``select/<benchmark>/avg_at_<k>`` per benchmark's family, ``select/avg_at_<k>`` their mean
+SELECT_PREFIX = "select/"
+
+
+def select_metric(k: int, benchmark: str | None = None) -> str:
+    """``select/avg_at_8`` (the mean), or ``select/add3/avg_at_8`` for one benchmark's family."""
+    return f"{SELECT_PREFIX}{benchmark}/{avg_at(k)}" if benchmark else f"{SELECT_PREFIX}{avg_at(k)}"
+
+
 def verl_val_metric(benchmark: str, k: int) -> str:
     """verl's own validation mean@k of one benchmark, kept beside the testbed evaluator's avg@k in a
     ``verl.testbed`` cell's run (a second number, never read into Table 1), e.g.
@@ -116,6 +126,10 @@ TAG_ATTEMPT = "gppo.attempt"
 TAG_DOMAIN = "gppo.domain"
 TAG_BACKEND = "gppo.backend"
 TAG_CELL_HASH = "gppo.cell_hash"  # hash of the cell's resolved settings
+#: a cell's axis point as JSON ``{path: value}`` (only in a sweep with axes; the reports read it)
+TAG_AXES = "gppo.axes"
+#: one tag per axis value, ``gppo.axis.calibration.r_min`` = ``0.8`` (the MLflow UI's grouping)
+TAG_AXIS_PREFIX = "gppo.axis."
 TAG_RAY_JOB_ID = "gppo.ray_job_id"  # submission id of the attempt that owns the run
 TAG_TRIAL_NUMBER = "gppo.trial_number"
 TAG_STUDY_NAME = "gppo.study_name"

@@ -8,6 +8,7 @@ row comes from those values too (``eval_base/...``, which every backend logs at 
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Iterable, Sequence
@@ -17,7 +18,15 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from gppo import metrics as M
-from gppo.analysis.tidy import BASE, cell_label, empty_tidy, expected_keys, normalise
+from gppo.analysis.tidy import (
+    BASE,
+    SELECTION,
+    axes_key,
+    cell_label,
+    empty_tidy,
+    expected_keys,
+    normalise,
+)
 from gppo.cell import Cell
 from gppo.objectives.defaults import REFERENCE
 from gppo.store.health import RefusalNamingClient
@@ -110,6 +119,7 @@ def _tidy(
     rows: list[dict[str, object]] = []
     run_rows: list[dict[str, object]] = []
     base_sources: dict[tuple[str, int], tuple[int, str, RunRecord, dict[str, float]]] = {}
+    all_axes: dict[str, object] = {}
     for cell_id, run in sorted(chosen.items()):
         tags = run.tags
         method = tags.get(M.TAG_METHOD, "")
@@ -120,7 +130,9 @@ def _tidy(
         domain = tags.get(M.TAG_DOMAIN, "") or "default"
         seed = int_tag(tags, M.TAG_SEED)
         status = run_status(run)
-        scores = _eval_scores(run.metrics, k)
+        point = json.loads(tags[M.TAG_AXES]) if tags.get(M.TAG_AXES) else {}
+        run_k = int(point["eval.k"]) if "eval.k" in point else k  # an eval.k axis: the run's k
+        scores = _eval_scores(run.metrics, run_k)
         if status is State.DONE and not scores:
             status = State.FAILED  # finished without a final eval: nothing to report
         common = {
@@ -131,8 +143,19 @@ def _tidy(
             "steps": _steps(run),
             "wall_time_s": _wall_time(run, now_ms),
             "run_id": run.run_id,
+            **{path: _axis_cell(value) for path, value in point.items()},
         }
-        run_rows.append({**common, "cell_id": cell_id, "attempt": int_tag(tags, M.TAG_ATTEMPT)})
+        if run_k is not None and M.select_metric(run_k) in run.metrics:
+            common[SELECTION] = float(run.metrics[M.select_metric(run_k)])
+        all_axes.update(point)
+        run_rows.append(
+            {
+                **common,
+                "cell_id": cell_id,
+                "attempt": int_tag(tags, M.TAG_ATTEMPT),
+                "axes": axes_key(point),
+            }
+        )
         if status is State.DONE:
             rows.extend({**common, "benchmark": b, "score": s} for b, s in scores.items())
         else:
@@ -147,9 +170,13 @@ def _tidy(
         seeds.setdefault((str(r["domain"]), int(r["seed"])), set()).add(r["status"])
     rows.extend(_base_rows(base_sources, seeds))
     if expected is not None:
-        seen = {(r["domain"], r["cell"], r["seed"]) for r in run_rows}
+        seen = {(r["domain"], r["cell"], r["seed"], r["axes"]) for r in run_rows}
         domains = {r["domain"] for r in run_rows} or {"default"}
-        for domain, label, seed in sorted(expected_keys(expected, domains) - seen):
+        for domain, label, seed, point in sorted(
+            expected_keys(expected, domains, axes=True) - seen
+        ):
+            values = json.loads(point) if point else {}
+            all_axes.update(values)
             rows.append(
                 {
                     "domain": domain,
@@ -157,10 +184,19 @@ def _tidy(
                     "seed": seed,
                     "status": State.PENDING.value,
                     "benchmark": "",
+                    **{path: _axis_cell(value) for path, value in values.items()},
                 }
             )
+    for row in rows:  # every axis a column, None where the axis does not move the run
+        for path in all_axes:
+            row.setdefault(path, None)
     tidy = normalise(pd.DataFrame(rows)) if rows else empty_tidy()
     return tidy, run_rows, k
+
+
+def _axis_cell(value: object) -> object:
+    """An axis value as a tidy cell: a scalar as it is, a list as its JSON text (hashable)."""
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
 def _base_rows(

@@ -18,6 +18,12 @@ steps          optimisation steps reached (NaN if unknown)
 wall_time_s    seconds the attempt ran (NaN if unknown)
 run_id         MLflow run id ("" for CSV input or missing cells)
 =============  =========================================================================
+
+A sweep with axes adds one column per axis, named by its dotted path (``calibration.r_min``):
+the run's value there, empty (None) for a run the axis does not move (a baseline under an
+r_min axis: the same runs stand at every point). A sweep with ``select:`` adds ``selection``:
+the run's held-out selection score (a split disjoint from the benchmarks, never reported).
+A CSV may carry the same columns (:func:`is_axis_column`).
 """
 
 from __future__ import annotations
@@ -46,7 +52,37 @@ TIDY_COLUMNS = (
     "run_id",
 )
 CSV_REQUIRED = ("domain", "cell", "benchmark", "seed", "score")
-CSV_OPTIONAL = ("status", "steps", "wall_time_s", "run_id")
+#: the held-out selection score column (a sweep with ``select:``)
+SELECTION = "selection"
+CSV_OPTIONAL = ("status", "steps", "wall_time_s", "run_id", SELECTION)
+
+
+def is_axis_column(name: str) -> bool:
+    """An axis column is named by the axis's dotted path (``calibration.r_min``, ``local.lr``)."""
+    parts = name.split(".")
+    return len(parts) > 1 and all(p.replace("_", "").replace("-", "").isalnum() for p in parts)
+
+
+def axis_columns(tidy: pd.DataFrame) -> list[str]:
+    """The axis columns of a tidy frame, in its order."""
+    return [c for c in tidy.columns if is_axis_column(c)]
+
+
+def axis_value(text: str) -> object:
+    """An axis value read from text (a CSV cell, a tag): a number, true/false, JSON, else the
+    text; ``""`` -> None (the axis does not move that run)."""
+    import json
+
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
+
+
 #: the statuses a row can have, a result first, then the reasons for none in footnote order
 STATUSES = tuple(
     s.value for s in (State.DONE, State.FAILED, State.STOPPED, State.RUNNING, State.PENDING)
@@ -94,16 +130,25 @@ def domain_of_cell(cell: Cell) -> str | None:
 
 
 def expected_keys(
-    cells: Iterable[Cell], default_domains: Iterable[str] = ()
-) -> set[tuple[str, str, int]]:
-    """(domain, label, seed) of every expected cell; cells without a domain get each default one."""
+    cells: Iterable[Cell], default_domains: Iterable[str] = (), *, axes: bool = False
+) -> set[tuple]:
+    """(domain, label, seed) of every expected cell; cells without a domain get each default one;
+    with ``axes`` also the cell's axis point (:func:`axes_key`)."""
     defaults = sorted(set(default_domains))
-    keys: set[tuple[str, str, int]] = set()
+    keys: set[tuple] = set()
     for cell in cells:
         domain = domain_of_cell(cell)
         for d in [domain] if domain else defaults:
-            keys.add((d, label_of_cell(cell), int(cell.seed)))
+            key = (d, label_of_cell(cell), int(cell.seed))
+            keys.add((*key, axes_key(cell.axes)) if axes else key)
     return keys
+
+
+def axes_key(point: Mapping[str, object]) -> str:
+    """An axis point as one sortable text (JSON, sorted keys; ``""`` for none)."""
+    import json
+
+    return json.dumps(dict(point), sort_keys=True) if point else ""
 
 
 def empty_tidy() -> pd.DataFrame:
@@ -124,7 +169,13 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
             out[column] = {"status": State.DONE.value, "run_id": "", "benchmark": ""}.get(
                 column, math.nan
             )
-    out = out[list(TIDY_COLUMNS)]
+    extra = [c for c in out.columns if c == SELECTION or is_axis_column(c)]
+    out = out[[*TIDY_COLUMNS, *extra]]
+    if SELECTION in out:
+        out[SELECTION] = out[SELECTION].astype("float64")
+    for column in extra:
+        if column != SELECTION:
+            out[column] = out[column].astype(object).where(out[column].notna(), None)
     out["seed"] = out["seed"].astype("int64")
     for column in ("score", "steps", "wall_time_s"):
         out[column] = out[column].astype("float64")
@@ -159,10 +210,12 @@ def read_scores_csv(path: str | Path) -> pd.DataFrame:
             f"{path}: missing column(s) {', '.join(missing)}; required: {','.join(CSV_REQUIRED)}"
             f" (optional: {','.join(CSV_OPTIONAL)})"
         )
-    unknown = [c for c in columns if c not in CSV_REQUIRED + CSV_OPTIONAL]
+    known = CSV_REQUIRED + CSV_OPTIONAL
+    unknown = [c for c in columns if c not in known and not is_axis_column(c)]
     if unknown:
         raise ReportInputError(
-            f"{path}: unknown column {unknown[0]!r}; allowed: {','.join(CSV_REQUIRED + CSV_OPTIONAL)}"
+            f"{path}: unknown column {unknown[0]!r}; allowed: {','.join(known)} and axis "
+            "columns named by their dotted path (e.g. calibration.r_min)"
         )
     rows = [_validate_row(path, i + 2, rec) for i, rec in enumerate(frame.to_dict("records"))]
     if not rows:
@@ -226,4 +279,13 @@ def _validate_row(path: Path, line: int, rec: dict[str, str]) -> dict[str, objec
         except ValueError:
             raise bad(column, f"{value!r} is not a number") from None
     row["run_id"] = rec.get("run_id", "").strip()
+    for column, value in rec.items():
+        if is_axis_column(column):
+            row[column] = axis_value(value)
+    if SELECTION in rec:
+        value = rec[SELECTION].strip()
+        try:
+            row[SELECTION] = float(value) if value else math.nan
+        except ValueError:
+            raise bad(SELECTION, f"{value!r} is not a number") from None
     return row

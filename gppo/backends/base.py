@@ -71,6 +71,9 @@ class Backend(ABC):
     #: GPU actors (verl): the launcher still gates the number of running cells (``max_concurrent``) but submits
     #: the entrypoint with no GPUs, or the job's own placement groups could never get them.
     entrypoint_holds_resources: ClassVar[bool] = True
+    #: whether a cell with ``Cell.select`` logs a held-out selection score (``select/...``, on
+    #: prompts disjoint from the reported benchmarks); a spec's ``select:`` needs it
+    logs_selection_score: ClassVar[bool] = False
 
     def validate_settings(self, raw: Mapping[str, Any]) -> BaseModel:
         """Validate the backend's section (raises pydantic.ValidationError)."""

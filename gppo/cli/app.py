@@ -114,6 +114,10 @@ def plan(
         )
         console.print(f"{r['cell']}: ", end="", markup=False, highlight=False)
         console.print(f"{env} {r['command']}", markup=False, highlight=False, soft_wrap=True)
+    from gppo.sweep.estimate import plan_lines  # axes, run count, wall-time estimate
+
+    for line in plan_lines(p):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @command()

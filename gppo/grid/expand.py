@@ -2,7 +2,8 @@
 
 Cells, in the order divergences × estimators × seeds as written, then baselines × seeds, with
 the ids of :func:`gppo.cell.cell_id` (``kl-atomic-s0``, ``alpha0.5-mc-s1``, ``gspo-s0``); a spec's
-override and δ keys are matched to them by :func:`gppo.cell.match_cell_key`.
+override and δ keys are matched to them by :func:`gppo.cell.match_cell_key`. A spec with ``axes``
+is expanded at each axis point (:func:`gppo.grid.axes.expand_axes`).
 
 Sweep id: ``<name>-<hash8>`` where the hash covers only what identifies the sweep (name, backend,
 experiment), NOT the cells' settings. Relaunching the same spec therefore finds the same sweep,
@@ -246,6 +247,10 @@ class _Expander:
 def expand(spec: GridSpec, source: str = "<spec>") -> list[Cell]:
     """All cells of ``spec`` in a deterministic order (raises :class:`SpecError`)."""
     try:
+        if spec.axes or spec.select:
+            from gppo.grid.axes import expand_axes
+
+            return expand_axes(spec, source, lambda one: _Expander(one, source).cells())
         return _Expander(spec, source).cells()
     except SpecError:
         raise

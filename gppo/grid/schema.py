@@ -34,6 +34,10 @@ Fields and defaults::
                                    {<backend>: {...}, delta: float, params: {...}, resources: {...}}
                                    params: a baseline's hyper-parameters, or for gppo cells
                                    ratio_bounds / dual_clip / loss_agg_mode
+    axes: {}                       {dotted path: [values]}: the sweep is the product of cells,
+                                   seeds and every axis (paths and rules: :mod:`gppo.grid.axes`)
+    select: []                     axes on which report's "each cell at its best point" picks
+                                   each cell's value by its held-out selection score
 
 δ, r_min, ratio_bounds and dual_clip are checked by the objectives library's own rules
 (:mod:`gppo.objectives.checks`: δ a finite number > 0, r_min in (0, 1), dual_clip > 1 or null).
@@ -245,6 +249,9 @@ class GridSpec(_Strict):
     ray: RaySpec = Field(default_factory=RaySpec)
     retries: Retries = Field(default_factory=Retries)
     overrides: dict[str, Override] = Field(default_factory=dict)
+    #: dotted path -> values (checked against the backend at expansion, :mod:`gppo.grid.axes`)
+    axes: dict[str, Any] = Field(default_factory=dict)
+    select: list[str] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod

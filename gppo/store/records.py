@@ -54,6 +54,7 @@ REPORT_TAGS = (
     M.TAG_ATTEMPT,
     M.TAG_DOMAIN,
     M.TAG_FINISHED,
+    M.TAG_AXES,
 )
 
 
@@ -71,7 +72,7 @@ class RunRecord:
 
 
 def _wanted(key: str) -> bool:
-    return key.startswith(("eval/", "eval_base/")) or key in EXTRA_METRICS
+    return key.startswith(("eval/", "eval_base/", M.SELECT_PREFIX)) or key in EXTRA_METRICS
 
 
 @contextmanager
@@ -248,6 +249,7 @@ def records_from_sql(
         or_(
             latest_t.c.key.like("eval/%"),
             latest_t.c.key.like("eval_base/%"),
+            latest_t.c.key.like(M.SELECT_PREFIX + "%"),
             latest_t.c.key.in_(EXTRA_METRICS),
         ),
     )

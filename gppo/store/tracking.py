@@ -10,6 +10,7 @@ schema once, before any cell starts (concurrent first-time migrations would race
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import time
 from collections.abc import Callable, Iterator
@@ -111,6 +112,8 @@ def cell_params(cell: Cell) -> dict[str, str]:
         {"num_cpus": cell.resources.num_cpus, "num_gpus": cell.resources.num_gpus},
         params,
     )
+    for path, value in cell.axes.items():
+        params[f"axis.{path}"] = _text(value)[:PARAM_VALUE_MAX]
     return params
 
 
@@ -133,7 +136,22 @@ def cell_tags(cell: Cell, *, attempt: int, role: str = M.ROLE_CELL) -> dict[str,
         M.TAG_DOMAIN: str(cell.settings.get("domain", "")),
         M.TAG_BACKEND: cell.backend,
         M.TAG_CELL_HASH: cell.config_hash,
+        **axis_tags(cell),
     }
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def axis_tags(cell: Cell) -> dict[str, str]:
+    """A cell's axis point as tags: ``gppo.axes`` (JSON, what reports read) and one
+    ``gppo.axis.<path>`` per axis (what the MLflow UI groups and filters by); none without."""
+    if not cell.axes:
+        return {}
+    tags = {M.TAG_AXES: json.dumps(cell.axes, sort_keys=True)}
+    tags.update({M.TAG_AXIS_PREFIX + p: _text(v) for p, v in cell.axes.items()})
+    return tags
 
 
 @contextlib.contextmanager

@@ -86,7 +86,7 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
     import torch
 
     from gppo.backends.local.base_eval import cached_base_eval
-    from gppo.backends.local.evaluate import evaluate
+    from gppo.backends.local.evaluate import avg_at_k, evaluate
     from gppo.backends.local.settings import LocalSettings
     from gppo.backends.local.tasks import get_domain
     from gppo.backends.local.train import Trainer, make_loss
@@ -158,6 +158,15 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
     if s.steps > 0:
         t0 = time.perf_counter()
         do_eval(s.steps)
+        t_eval += time.perf_counter() - t0
+    if cell.select:  # the held-out selection score: validation prompts, never reported
+        t0 = time.perf_counter()
+        sets = {b: domain.validation(b)[: s.eval_prompts] for b in benchmarks}
+        picked = avg_at_k(policy, domain, sets, cell.eval_k, s.eval_seed)
+        picked_points = {M.select_metric(cell.eval_k, b): v for b, v in picked.items()}
+        picked_points[M.select_metric(cell.eval_k)] = sum(picked.values()) / len(picked)
+        if log is not None:
+            log.log(picked_points, s.steps)
         t_eval += time.perf_counter() - t0
     prof = trainer.profile
     delta = sum(

@@ -26,6 +26,7 @@ class LocalBackend(Backend):
     settings_model = LocalSettings
     entrypoint_module = "gppo.backends.local"
     reuse_run_on_retry = False
+    logs_selection_score = True  # the domain's validation prompts, disjoint from its benchmarks
 
     def default_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
         from gppo.backends.local.tasks import get_domain
