@@ -179,6 +179,21 @@ class RefusalNamingClient:
         return call
 
 
+#: how a cell's job begins the line it ends with when the tracking server refuses its node
+CELL_REFUSED = "cannot log to MLflow from this node:"
+
+
+def failure_line(failure: str) -> str:
+    """The line that says why an attempt failed, from its ``gppo.failure`` tag (the launcher's note,
+    then the job log's last lines): the note, with the job's own :data:`CELL_REFUSED` line
+    after it when the job ended with one."""
+    lines = failure.strip().split("\n")
+    refused = next(
+        (ln.strip() for ln in reversed(lines) if ln.strip().startswith(CELL_REFUSED)), ""
+    )
+    return f"{lines[0]}: {refused}" if refused else lines[0]
+
+
 def exit_if_refused(client: Any, uri: str | None, run_id: str) -> None:
     """In a cell's job: read the run the launcher made for it once; if the tracking server refuses
     this node's credentials, end the process with the one line (exit 1, no stack trace), which
@@ -187,4 +202,4 @@ def exit_if_refused(client: Any, uri: str | None, run_id: str) -> None:
         with named_refusals(uri or "(MLflow's default)"):
             client.get_run(run_id)
     except CredentialsRefused as exc:
-        sys.exit(f"cannot log to MLflow from this node: {exc}")
+        sys.exit(f"{CELL_REFUSED} {exc}")

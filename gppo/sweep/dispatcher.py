@@ -284,11 +284,21 @@ class Dispatcher:
         return processes.exit_signal(getattr(info, "driver_exit_code", None))
 
     def logs(self, sid: str) -> str:
-        """The job's whole log (Jobs API) as plain text, or ``""``."""
+        """The job's whole log (Jobs API) as plain text, or ``""``; for a failed entrypoint, the
+        last lines Ray's job message quotes are added when the log lacks them (the Jobs API's log
+        of a driver that ran on another node can hold the job manager's lines only)."""
         try:
-            return _ANSI.sub("", str(self.client.get_job_logs(sid)))
+            text = str(self.client.get_job_logs(sid))
         except Exception:
-            return ""
+            text = ""
+        try:
+            message = str(self.client.get_job_info(sid).message or "")
+        except Exception:
+            message = ""
+        quoted = message.partition("last available logs")[2].partition(":")[2].strip()
+        if quoted and quoted not in text:
+            text = f"{text.rstrip()}\n{quoted}".lstrip("\n")
+        return _ANSI.sub("", text)
 
     def logs_tail(self, sid: str, lines: int = LOG_TAIL_LINES) -> str:
         return "\n".join(self.logs(sid).splitlines()[-lines:])

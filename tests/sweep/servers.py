@@ -133,10 +133,16 @@ class Node:
 
 
 def start_node(
-    cluster: TwoNodes, log: Path, resources: dict[str, float], num_cpus: int = 1
+    cluster: TwoNodes,
+    log: Path,
+    resources: dict[str, float],
+    num_cpus: int = 1,
+    env: dict[str, str] | None = None,
 ) -> Node:
     """One more worker node joining ``cluster`` (its own process group, temp dir and ports),
-    returned once it is ALIVE. Stop it with :func:`stop_node`."""
+    returned once it is ALIVE; ``env``: variables added to its ``ray start`` environment (its
+    jobs inherit them: how a node gets the tracking server's credentials). Stop it with
+    :func:`stop_node`."""
     temp = Path(tempfile.mkdtemp(prefix="gppo-node-"))  # unix socket paths: at most 107 bytes
     before = {n.node_id for n in alive_nodes(cluster.address)}
     proc = _spawn(
@@ -144,7 +150,7 @@ def start_node(
          f"--address={cluster.gcs}", f"--num-cpus={num_cpus}", "--num-gpus=0",
          f"--resources={json.dumps(resources)}", "--node-ip-address=127.0.0.1",
          f"--temp-dir={temp}", *_node_ports(free_ports(6))],
-        log, _ray_env(),
+        log, {**_ray_env(), **(env or {})},
     )  # fmt: skip
 
     def new_node() -> set[str]:
@@ -277,8 +283,10 @@ def _copy_for(bindir: Path, dest: Path, user: str) -> Path:
     return dest / package.name / "pginstall" / "bin"
 
 
-def _start_postgres(data: Path) -> tuple[Postgres, list[str]]:
-    """initdb + pg_ctl start in ``data`` on a free port; returns it and its pg_ctl argv."""
+def _start_postgres(data: Path, password: str | None = None) -> tuple[Postgres, list[str]]:
+    """initdb + pg_ctl start in ``data`` on a free port; returns it and its pg_ctl argv. With
+    ``password``: the role ``gppo`` has it and every connection must give it (scram-sha-256;
+    the password file initdb reads is removed at once)."""
     bindir = pg_bindir()
     as_user: list[str] = []
     if os.geteuid() == 0:  # PostgreSQL refuses to run as root: run it as another user
@@ -290,11 +298,19 @@ def _start_postgres(data: Path) -> tuple[Postgres, list[str]]:
         ).returncode:
             bindir = _copy_for(bindir, data / "install", user)
     port = free_port()
+    auth = ["-A", "trust"]
+    pwfile = data / "pwfile"
+    if password is not None:
+        pwfile.write_text(password + "\n")
+        if as_user:
+            shutil.chown(pwfile, as_user[2])
+        auth = ["-A", "scram-sha-256", f"--pwfile={pwfile}"]
     init = subprocess.run(
-        [*as_user, str(bindir / "initdb"), "-D", str(data / "db"), "-A", "trust", "-U", "gppo",
+        [*as_user, str(bindir / "initdb"), "-D", str(data / "db"), *auth, "-U", "gppo",
          "-E", "UTF8", "--no-sync"],
         capture_output=True, text=True,
     )  # fmt: skip
+    pwfile.unlink(missing_ok=True)
     if init.returncode != 0:
         pytest.fail(f"initdb failed: {init.stderr[-2000:]}", pytrace=False)
     opts = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
@@ -308,7 +324,9 @@ def _start_postgres(data: Path) -> tuple[Postgres, list[str]]:
         pytest.fail(f"PostgreSQL did not start: {start.stderr[-1000:]}\n{log}", pytrace=False)
     import psycopg
 
-    with psycopg.connect(f"postgresql://gppo@127.0.0.1:{port}/postgres", autocommit=True) as c:
+    with psycopg.connect(
+        f"postgresql://gppo@127.0.0.1:{port}/postgres", password=password, autocommit=True
+    ) as c:
         for name in ("mlflow", "optuna"):
             c.execute(f"CREATE DATABASE {name}")
     return Postgres(port), pg_ctl
@@ -333,6 +351,41 @@ def _spawn_mlflow(root: Path, pg: Postgres) -> tuple[subprocess.Popen, MlflowSer
         root / "mlflow.log", env,
     )  # fmt: skip
     return proc, MlflowServer(f"http://127.0.0.1:{port}", root / "artifacts", proc.pid)
+
+
+def spawn_auth_mlflow(
+    root: Path, backend_store: str, admin_password: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen, MlflowServer]:
+    """``mlflow server --app-name basic-auth`` (docs/cluster-guide.md, section 3): its user store
+    in ``root/basic_auth.db`` (``MLFLOW_AUTH_CONFIG_PATH``: ``root/basic_auth.ini``), the admin's
+    password from ``MLFLOW_AUTH_ADMIN_PASSWORD``, default permission NO_PERMISSIONS (a user sees
+    only what they are granted); ``env``: more server variables (``PGPASSWORD``)."""
+    ini = root / "basic_auth.ini"
+    ini.write_text(
+        "[mlflow]\ndefault_permission = NO_PERMISSIONS\n"
+        f"database_uri = sqlite:///{root / 'basic_auth.db'}\nadmin_username = admin\n"
+        "authorization_function = mlflow.server.auth:authenticate_request_basic_auth\n"
+    )
+    port = free_port()
+    server_env = {k: v for k, v in os.environ.items() if not k.startswith("MLFLOW_")}
+    server_env.update(
+        {JOB_EXECUTION: "false", "MLFLOW_AUTH_CONFIG_PATH": str(ini),
+         "MLFLOW_AUTH_ADMIN_PASSWORD": admin_password,
+         "MLFLOW_FLASK_SERVER_SECRET_KEY": os.urandom(16).hex(), **(env or {})}
+    )  # fmt: skip
+    proc = _spawn(
+        [str(BIN / "mlflow"), "server", "--app-name", "basic-auth", "--host", "127.0.0.1",
+         "--port", str(port), "--workers", "1", "--backend-store-uri", backend_store,
+         "--artifacts-destination", str(root / "artifacts")],
+        root / "mlflow.log", server_env,
+    )  # fmt: skip
+    server = MlflowServer(f"http://127.0.0.1:{port}", root / "artifacts", proc.pid)
+    try:
+        _wait(lambda: _http_ok(f"{server.uri}/health"), 180, "mlflow server", root / "mlflow.log")
+    except BaseException:
+        _stop_all([proc])
+        raise
+    return proc, server
 
 
 @dataclass(frozen=True)
