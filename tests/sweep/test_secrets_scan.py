@@ -28,7 +28,9 @@ from pathlib import Path
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
+from gppo.cli import app
 from gppo.sweep.ray_http import job_client
 
 from .conftest import TESTS_DIR, write_spec
@@ -66,6 +68,13 @@ def _cli(args: list[str], cwd: Path, env: dict[str, str], timeout: float = 240):
     return subprocess.run(
         [sys.executable, "-c", CLI, *args], cwd=cwd, env=env, capture_output=True, text=True,
         timeout=timeout,
+    )  # fmt: skip
+
+
+def _start(args: list[str], cwd: Path, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", CLI, *args], cwd=cwd, env=env, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
     )  # fmt: skip
 
 
@@ -139,7 +148,7 @@ def _tune_spec(folder: Path, uri: str, address: str, storage: str) -> Path:
     return path
 
 
-def test_no_secret_leaves_the_launcher(tmp_path: Path, secured) -> None:
+def test_no_secret_leaves_the_launcher(tmp_path: Path, secured, monkeypatch) -> None:
     s, mlf, address = secured["secrets"], secured["mlflow"], secured["cluster"].address
     host = mlf.uri.removeprefix("http://")
     specs, work = tmp_path / "specs", tmp_path / "work"  # the user's own files; what runs left
@@ -148,37 +157,33 @@ def test_no_secret_leaves_the_launcher(tmp_path: Path, secured) -> None:
 
     # a sweep whose spec carries user:password@; the launcher's environment has no credentials
     spec = _sweep_spec(specs, f"http://alice:{s['alice']}@{host}", "sec", SECURE)
-    bare = _env()
-    for name, args in {
-        "plan": ["plan", str(spec)],
-        "plan-json": ["plan", str(spec), "--json"],
-    }.items():
-        got = _cli(args, work, bare)
-        assert got.returncode == 0, _out(got)[-2000:]
-        outputs[name] = _out(got)
-    assert "MLFLOW_TRACKING_URI=http://127.0.0.1" in outputs["plan"], outputs["plan"][-1500:]
-    launch = _cli(["launch", str(spec), "--address", address], work, bare)
-    outputs["launch"] = _out(launch)
-    assert launch.returncode == 0, outputs["launch"][-3000:]
-    assert "2/2 done" in outputs["launch"], outputs["launch"][-3000:]
-    for cmd in ("status", "report"):
-        got = _cli([cmd, str(spec)], work, bare)
-        assert got.returncode == 0, _out(got)[-2000:]
-        outputs[cmd] = _out(got)
-    ui = _cli(["ui", str(spec)], work, bare, timeout=60)  # a tracking server: URLs, no server
-    outputs["ui"] = _out(ui)
-    assert ui.returncode == 0 and f"{mlf.uri}/#/experiments/" in outputs["ui"], outputs["ui"]
-
-    # a study: MLflow's variables and PGPASSWORD in the environment, no password in any URL
-    storage = secured["pg"].url("optuna")
-    tune = _tune_spec(specs, mlf.uri, address, storage)
+    # a study at the same time: MLflow's variables and PGPASSWORD in its environment, no
+    # password in any URL
+    tune = _tune_spec(specs, mlf.uri, address, secured["pg"].url("optuna"))
     creds = _env(
         MLFLOW_TRACKING_USERNAME="alice", MLFLOW_TRACKING_PASSWORD=s["alice"], PGPASSWORD=s["pg"]
     )
-    study = _cli(["tune", str(tune), "--out", str(work / "tune-report")], work, creds)
-    outputs["tune"] = _out(study)
+    launch = _start(["launch", str(spec), "--address", address], work, _env())
+    study = _start(["tune", str(tune), "--out", str(work / "tune-report")], work, creds)
+    outputs["launch"], outputs["tune"] = (
+        launch.communicate(timeout=300)[0],
+        study.communicate(timeout=300)[0],
+    )
+    assert launch.returncode == 0 and "2/2 done" in outputs["launch"], outputs["launch"][-3000:]
     assert study.returncode == 0, outputs["tune"][-3000:]
     assert (work / "tune-report" / "best.yaml").is_file(), outputs["tune"][-2000:]
+
+    # plan, status, report and ui, in this process (as the launcher: no credential variables)
+    monkeypatch.chdir(work)
+    for var in CRED_VARS:  # what the URI's credentials are moved into is undone afterwards
+        monkeypatch.setenv(var, "")
+        monkeypatch.delenv(var)
+    for args in (["plan"], ["plan", "--json"], ["status"], ["report"], ["ui"]):
+        got = CliRunner().invoke(app, [args[0], str(spec), *args[1:]])
+        assert got.exit_code == 0, got.output[-2000:]
+        outputs[" ".join(args)] = got.output
+    assert "MLFLOW_TRACKING_URI=http://127.0.0.1" in outputs["plan"], outputs["plan"][-1500:]
+    assert f"{mlf.uri}/#/experiments/" in outputs["ui"], outputs["ui"]  # a server: URLs only
 
     # Ray's job info and each job's logs, as any user of the cluster sees them
     jobs = job_client(address)
