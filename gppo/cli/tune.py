@@ -29,7 +29,11 @@ def tune(
     ] = None,
     storage: Annotated[
         str | None,
-        typer.Option("--storage", help="Optuna storage URL (default: SQLite beside MLflow)"),
+        typer.Option(
+            "--storage",
+            help="Optuna storage URL (default: SQLite beside MLflow); its password from "
+            "PGPASSWORD or ~/.pgpass, not the URL",
+        ),
     ] = None,
     address: Annotated[
         str | None,
@@ -47,6 +51,7 @@ def tune(
     from rich.console import Console
 
     from gppo.errors import StoreNotShared, TuneError
+    from gppo.store.uri import redact
     from gppo.sweep.tuning import load_tune_spec, report_dir, run_tuning, write_report
     from gppo.sweep.tuning.cells import check_spec
     from gppo.sweep.tuning.percell import cell_specs
@@ -72,13 +77,15 @@ def tune(
             study = load_study(sub)
             if study is None:
                 raise fail(
-                    f"no study {sub.study_name!r} in {storage_url(sub)}; "
+                    f"no study {sub.study_name!r} in {redact(storage_url(sub))}; "
                     f"run `gppo-sweep tune {spec}` first",
                     EXIT_FAILED,
                 )
         else:
             console.print(
-                f"study {sub.study_name} on {storage_url(sub)}", markup=False, highlight=False
+                f"study {sub.study_name} on {redact(storage_url(sub))}",
+                markup=False,
+                highlight=False,
             )
             try:
                 study = run_tuning(sub, progress=Progress(console))
