@@ -83,6 +83,9 @@ class PageInput:
     k: int | None = None
     warnings: Sequence[str] = ()
     extra: dict[str, str] = field(default_factory=dict)  # more "about this report" lines
+    #: more sections after Table 1, ``(id, title, html)`` (a sweep with axes: every point's
+    #: Table 1, the rank stability, each cell at its best point)
+    sections: Sequence[tuple[str, str, str]] = ()
 
 
 def embed_png(path: Path) -> str:
@@ -110,8 +113,7 @@ def table_fragment(table: Table1) -> tuple[str, str]:
     """(the CSS, the body) of Table 1's HTML rendering, to inline in the page."""
     html = to_html(table)
     style = "\n".join(re.findall(r"<style[^>]*>(.*?)</style>", html, flags=re.S))
-    body = re.search(r"<body[^>]*>(.*)</body>", html, flags=re.S)
-    return style, (body.group(1) if body else html)
+    return style, html_body(html)
 
 
 def package_versions(names: Sequence[str] = PACKAGES) -> dict[str, str]:
@@ -291,8 +293,17 @@ def render_page(page: PageInput, now: dt.datetime | None = None) -> str:
             spec_text=spec_text,
             warnings=list(page.warnings),
             summary=_summary(rows, totals, about["seeds"]),
+            sections=[
+                {"id": i, "title": t, "html": Markup(html_body(h))} for i, t, h in page.sections
+            ],
         )
     )
+
+
+def html_body(html: str) -> str:
+    """The body of an HTML document (the whole text when it has none)."""
+    found = re.search(r"<body[^>]*>(.*)</body>", html, flags=re.S)
+    return found.group(1) if found else html
 
 
 def write_page(page: PageInput, out_dir: str | Path) -> Path:

@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from gppo.analysis.axes import at_point
+from gppo.analysis.axes_report import AxesReport, write_axes_report
 from gppo.analysis.collect import Collected, collect
 from gppo.analysis.render import EXTENSIONS, FORMATS, render
 from gppo.analysis.table import Table1, build_table1
-from gppo.analysis.tidy import read_scores_csv
+from gppo.analysis.tidy import axis_columns, read_scores_csv
 from gppo.cell import Cell
 from gppo.objectives.defaults import REFERENCE
 from gppo.store.state import State, SweepRef
@@ -51,6 +53,9 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     page: Path | None = None  # report.html (format html): the self-contained report page
     out_dir: Path | None = None  # where the files are
+    #: a sweep with axes: every point's Table 1 and the rest (``table`` is the home point's:
+    #: the spec's own values, else the first point)
+    axes: AxesReport | None = None
 
 
 def parse_formats(fmt: str | Sequence[str]) -> list[str]:
@@ -158,23 +163,33 @@ def write_report(
     got: Collected = collect(ref, expected=expected, k=k, reference=reference)
     benchmarks = _benchmark_order(plan)
     order = {d: benchmarks for d in got.tidy["domain"].unique()} if benchmarks else None
-    table = build_table1(got.tidy, reference=reference, benchmarks=order, k=got.k)
-    files = write_tables(table, out, fmts)
+    axes, tidy = None, got.tidy
+    if axis_columns(got.tidy):  # a sweep with axes: Table 1 per point (gppo/analysis/axes.py)
+        axes = _axes_report(got.tidy, out, fmts, plan, figures, reference, order, got.k)
+        table, files = axes.table, list(axes.files)
+        tidy = at_point(got.tidy, axes.tables[axes.home].point)  # the figures' runs
+    else:
+        table = build_table1(got.tidy, reference=reference, benchmarks=order, k=got.k)
+        files = write_tables(table, out, fmts)
     warnings: list[str] = []
     if figures:
         from gppo.analysis.figures import collect_curves
 
         live = (
-            got.runs[got.runs["status"].isin([State.DONE, State.RUNNING])]
+            got.runs[
+                got.runs["status"].isin([State.DONE, State.RUNNING])
+                & got.runs["run_id"].isin(tidy["run_id"])
+            ]
             if len(got.runs)
             else None
         )
         curves = collect_curves(got.client, live) if live is not None and len(live) else None
         paths, warnings = write_figures(
-            got.tidy, out, curves=curves, deltas=_deltas(expected), reference=reference
+            tidy, out, curves=curves, deltas=_deltas(expected), reference=reference
         )
         files += paths
     report = Report(table, got.tidy, files, got.parent_run_id, warnings=warnings, out_dir=out)
+    report.axes = axes
     if "html" in fmts:
         from gppo.analysis.page import PageInput, write_page
 
@@ -183,6 +198,7 @@ def write_report(
             cells=expected or (), spec=spec_as_run(plan.spec) if plan is not None else None,
             tracking_uri=ref.tracking_uri, experiment_id=ref.experiment_id,
             parent_run_id=got.parent_run_id, k=got.k, warnings=warnings,
+            sections=axes.sections if axes else (),
         )  # fmt: skip
         report.page = write_page(page, out)
         files.append(report.page)
@@ -207,26 +223,67 @@ def write_report_from_csv(
     reference: str = REFERENCE,
     formats: str | Sequence[str] = "all",
     figures: bool = True,
+    select: Sequence[str] = (),
 ) -> Report:
-    """Re-render tidy CSV file(s) (see gppo/analysis/tidy.py); raises ReportInputError on bad input."""
+    """Re-render tidy CSV file(s) (see gppo/analysis/tidy.py); raises ReportInputError on bad input.
+    CSVs with axis columns give the report of a sweep with axes; ``select``: its selection axes."""
     out = Path(out_dir) if out_dir is not None else default_out_dir(None)
     fmts = parse_formats(formats)
     tidy = pd.concat([read_scores_csv(p) for p in paths], ignore_index=True)
-    table = build_table1(tidy, reference=reference)
-    files = write_tables(table, out, fmts)
+    axes, shown = None, tidy
+    if axis_columns(tidy):
+        axes = _axes_report(tidy, out, fmts, None, figures, reference, None, None, select)
+        table, files = axes.table, list(axes.files)
+        shown = at_point(tidy, axes.tables[axes.home].point)
+    else:
+        table = build_table1(tidy, reference=reference)
+        files = write_tables(table, out, fmts)
     warnings: list[str] = []
     if figures:
-        paths_, warnings = write_figures(tidy, out, reference=reference)
+        paths_, warnings = write_figures(shown, out, reference=reference)
         files += paths_
-    report = Report(table, tidy, files, warnings=warnings, out_dir=out)
+    report = Report(table, tidy, files, warnings=warnings, out_dir=out, axes=axes)
     if "html" in fmts:
         from gppo.analysis.page import PageInput, write_page
 
         report.page = write_page(
-            PageInput("from CSV", table, figures=files, tidy=tidy, warnings=warnings), out
-        )
+            PageInput(
+                "from CSV", table, figures=files, tidy=tidy, warnings=warnings,
+                sections=axes.sections if axes else (),
+            ),
+            out,
+        )  # fmt: skip
         files.append(report.page)
     return report
+
+
+def _axes_report(
+    tidy: pd.DataFrame,
+    out: Path,
+    fmts: list[str],
+    plan: Plan | None,
+    figures: bool,
+    reference: str,
+    order: dict[str, list[str]] | None,
+    k: int | None,
+    select: Sequence[str] = (),
+) -> AxesReport:
+    """The report parts of a sweep with axes; the home point: the spec's own values."""
+    home, select = None, list(select)
+    missing = [a for a in select if a not in axis_columns(tidy)]
+    if missing:
+        raise ValueError(
+            f"--select {missing[0]}: not an axis column; allowed: {', '.join(axis_columns(tidy))}"
+        )
+    if plan is not None and plan.spec.axes:
+        from gppo.grid.axes import plain_values
+
+        settings = plan.cells[0].settings if plan.cells else {}
+        home, select = plain_values(plan.spec, settings), list(plan.spec.select)
+    return write_axes_report(
+        tidy, out, fmts, select=select, home=home, figures=figures,
+        reference=reference, benchmarks=order, k=k,
+    )  # fmt: skip
 
 
 def after_sweep(plan: Plan, ref: SweepRef) -> Report:

@@ -221,11 +221,13 @@ def read_scores_csv(path: str | Path) -> pd.DataFrame:
     if not rows:
         raise ReportInputError(f"{path}: no data rows")
     out = normalise(pd.DataFrame(rows))
-    dup = out[out["status"] == State.DONE].duplicated(["domain", "cell", "benchmark", "seed"])
+    key = ["domain", "cell", "benchmark", "seed", *axis_columns(out)]
+    done = out[out["status"] == State.DONE]
+    dup = done.astype({c: str for c in key[4:]}).duplicated(key)
     if dup.any():
-        line = int(dup.to_numpy().nonzero()[0][0]) + 2
+        line = int(done.index[dup.to_numpy().nonzero()[0][0]]) + 2
         raise ReportInputError(
-            f"{path}: row {line}: duplicate (domain, cell, benchmark, seed); each may appear once"
+            f"{path}: row {line}: duplicate ({', '.join(key)}); each may appear once"
         )
     return out
 

@@ -48,6 +48,14 @@ def report(
     attach: Annotated[
         bool, typer.Option("--attach/--no-attach", help="Log files to the sweep's parent run.")
     ] = True,
+    select: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--select",
+            help="With --from-csv: an axis column on which each cell takes its best value by "
+            "the CSV's held-out 'selection' column (a spec says it with select:). Repeatable.",
+        ),
+    ] = None,
 ) -> None:
     """Write Table 1 (md/LaTeX/HTML/CSV) and Figures 1-2 into OUT and print the table."""
     from gppo.analysis import report as R
@@ -63,8 +71,9 @@ def report(
         R.parse_formats(format)
         if csvs:
             result = R.write_report_from_csv(
-                csvs, out, reference=reference or REFERENCE, formats=format, figures=figures
-            )
+                csvs, out, reference=reference or REFERENCE, formats=format, figures=figures,
+                select=select or (),
+            )  # fmt: skip
         else:
             if spec is None and sweep_id is None:
                 raise fail("give a SPEC, --sweep-id ID or --from-csv FILE")
@@ -81,6 +90,8 @@ def report(
     except ValueError as exc:  # bad input: a spec, a CSV, a format (SpecError, ReportError, ...)
         raise fail(exc, EXIT_USAGE) from None
     console = Console()
+    if result.axes is not None:  # a sweep with axes: which table this is
+        console.print(f"Table 1 at {result.axes.tables[result.axes.home].label}", markup=False)
     for item in to_rich(result.table):
         console.print(item)
     for warning in result.warnings:

@@ -327,3 +327,17 @@ def expand_axes(spec: GridSpec, file: str, expand_one: Any) -> list[Any]:
             out.append(new.keep_settings_model(cell.settings_model))
     assert math.prod(len(v) for v in axes.values()) == len(all_points)
     return out
+
+
+def plain_values(spec: GridSpec, settings: dict[str, Any]) -> dict[str, Any]:
+    """Each axis's value in the spec without the axis (``calibration.r_min``: 0.8 by default;
+    a backend field: ``settings``, the section as validated): the report's home point."""
+    data = spec.model_dump(mode="json", exclude={"axes", "select", "settings"})
+    data[spec.backend] = settings
+    out = {}
+    for path in spec.axes:
+        node: Any = data
+        for part in path.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        out[path] = node
+    return out
