@@ -201,6 +201,9 @@ def launch(
     if result.report is not None:
         from gppo.analysis.render import print_table1
 
+        axes = getattr(result.report, "axes", None)
+        if axes is not None:  # one table of many: the spec's own point (all: table1.md)
+            console.print(f"Table 1 at {axes.tables[axes.home].label}", markup=False)
         print_table1(console, result.report.table)
         folder = result.report.files[0].parent if result.report.files else "?"
         console.print(f"report (tables and figures): {folder}", markup=False)
