@@ -43,7 +43,7 @@ def plan_lines(plan: Plan) -> list[str]:
             lines.append(
                 f"  {', '.join(still)}: not moved by {path} (one set of runs at every point)"
             )
-    lines.append(f"{len(cells)} runs ({_shape(plan)})")
+    lines.append(f"{len(cells)} runs = {_shape(plan)}")
     est = estimate(plan)
     if est is None:
         lines.append(f"wall time: no earlier {spec.backend} runs in the store to estimate from")
@@ -60,11 +60,24 @@ def _base_id(cell: Cell) -> str:
 
 
 def _shape(plan: Plan) -> str:
-    spec = plan.spec
-    n_cells = len(spec.grid.divergences) * len(spec.grid.estimators) + len(spec.baselines)
-    parts = [f"{n_cells} cells", f"{len(spec.seed_list)} seeds"]
-    parts += [f"{len(v)} {p}" for p, v in spec.axes.items()]
-    return " x ".join(parts)
+    """``12 cells x 3 points x 3 seeds + 5 cells x 1 point x 3 seeds``: cells grouped by the
+    number of axis points they run at."""
+    seeds = len(plan.spec.seed_list)
+    points: dict[str, set[str]] = {}
+    for c in plan.cells:
+        base = c.id.rpartition(SEED_MARK)[0] or c.id
+        points.setdefault(_cell_of(c), set()).add(base)
+    groups: dict[int, int] = {}
+    for ids in points.values():
+        groups[len(ids)] = groups.get(len(ids), 0) + 1
+    return " + ".join(
+        f"{n} cell{'s' * (n != 1)} x {p} point{'s' * (p != 1)} x {seeds} seed{'s' * (seeds != 1)}"
+        for p, n in sorted(groups.items(), reverse=True)
+    )
+
+
+def _cell_of(cell: Cell) -> str:
+    return f"{cell.divergence}/{cell.estimator}" if cell.method == "gppo" else cell.method
 
 
 def _hms(seconds: float) -> str:

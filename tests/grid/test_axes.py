@@ -183,3 +183,48 @@ def test_axis_suffix_is_safe_and_keeps_the_seed_last(point):
     cid = cell_id("alpha:0.5", "mc", 3, axis_suffix(point))
     assert re.fullmatch(r"[A-Za-z0-9._-]+", cid)
     assert cid.rpartition("-s")[2] == "3"
+
+
+def test_radius_sweep_at_0_8_is_the_quick_start():
+    """configs/radius-sweep.yaml's cells at r_min = 0.8 (and its baselines) train as the quick
+    start's: the same loss parameters, settings, seeds, benchmarks and resources."""
+    quick = {c.id: c for c in load_plan(ROOT / "configs" / "quickstart.yaml").cells}
+    radius = load_plan(ROOT / "configs" / "radius-sweep.yaml").cells
+    assert len(radius) == 12 * 3 * 3 + 5 * 3
+    at = [c for c in radius if c.axes.get("calibration.r_min", 0.8) == 0.8]
+    assert len(at) == len(quick)
+    for c in at:
+        twin = quick[c.id.replace("_r_min0.8", "")]
+        assert (c.method, c.loss_params, c.settings, c.seed, c.benchmarks, c.resources) == (
+            twin.method, twin.loss_params, twin.settings, twin.seed, twin.benchmarks, twin.resources,
+        )  # fmt: skip
+
+
+@pytest.mark.slow  # MLflow's SQLite store
+def test_plan_estimates_wall_time_from_earlier_runs(tmp_path, monkeypatch):
+    from mlflow import MlflowClient
+
+    from gppo import metrics as M
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("earlier")
+    for wall_s in (100, 300):  # mean 200 s a run
+        run = client.create_run(
+            exp, start_time=1_000_000, tags={M.TAG_ROLE: M.ROLE_CELL, M.TAG_BACKEND: "probe"}
+        )
+        client.set_terminated(run.info.run_id, "FINISHED", end_time=1_000_000 + wall_s * 1000)
+    (tmp_path / "grid.yaml").write_text(
+        BASE + f"tracking: {{uri: '{uri}'}}\nray: {{max_concurrent: 2}}\n"
+        "axes: {calibration.r_min: [0.7, 0.8, 0.9]}\n"
+    )
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = CliRunner().invoke(app, ["plan", "grid.yaml"])
+    assert result.exit_code == 0, result.output
+    # 6 runs x 200 s / 2 at a time = 600 s
+    assert (
+        "wall time ≈ 10m00s at max_concurrent=2 (mean 200 s a run over 2 earlier probe runs)"
+        in (result.stdout)
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # read only
