@@ -65,6 +65,7 @@ def test_quickstart_launch_trains_local_cells_under_its_own_ray_head(tmp_path) -
     base_mean = shipped_record("math")["avg_at_8_mean"]
     for run in cells.values():
         assert run.info.status == "FINISHED" and run.data.tags[M.TAG_FINISHED] == "true"
+        assert M.TAG_PROCESSES not in run.data.tags  # a healthy cell leaves no process behind
         steps = sorted(
             m.step for m in client.get_metric_history(run.info.run_id, M.eval_domain_metric(8))
         )

@@ -143,6 +143,7 @@ def test_a_frozen_cell_is_killed_and_gone_before_its_retry(tmp_path: Path, comma
     ]
     finished = [r for r in runs if r.info.status == "FINISHED"]
     assert len(finished) == 1, [(r.info.status, r.data.tags.get(M.TAG_ATTEMPT)) for r in runs]
+    assert M.TAG_PROCESSES not in finished[0].data.tags  # the retry left nothing behind
     stalled = [r for r in runs if M.TAG_PROCESSES in r.data.tags]
     assert stalled and re.search(rf"\b{frozen}\b", stalled[0].data.tags[M.TAG_PROCESSES])
     left: list[str] = []
