@@ -65,3 +65,21 @@ def launch_table1(gppo_sweep: str, spec: Any, cwd: Any, timeout: float = 1700) -
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
     (table,) = Path(cwd).glob("reports/*/table1.csv")
     return {row["cell"]: row for row in csv.DictReader(table.open())}
+
+
+def gppo_cli(args: list[str], cwd: Any, timeout: float = 600) -> str:
+    """``python -m gppo.cli ARGS`` in ``cwd`` without the caller's MLflow/Ray addresses; its
+    output (stdout + stderr), asserted to have exited 0."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
+    env["COLUMNS"] = "200"
+    proc = subprocess.run(
+        [sys.executable, "-m", "gppo.cli", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    return out

@@ -86,7 +86,7 @@ def check_path(
             raise SpecError(
                 file,
                 where,
-                f"unknown field {'.'.join(parts[1:2]) or '(none)'!r} of the {backend} section; "
+                f"unknown key {'.'.join(parts[1:2]) or '(none)'!r} of the {backend} section; "
                 f"allowed: {', '.join(fields)}",
             )
         return parts
@@ -104,10 +104,23 @@ def check_path(
     raise SpecError(file, where, f"unknown path {path!r}; allowed: {allowed_text(backend)}")
 
 
-def _set(data: dict[str, Any], parts: list[str], value: Any) -> None:
+def spec_path(key: str, backend: str) -> str:
+    """A search key as a spec path: a path that starts at a section of the spec as it is
+    (``objective.loss_agg_mode``), any other key one of the backend's section (``lr`` ->
+    ``local.lr``, ``rollout.n`` -> ``verl.rollout.n``): the tuner's keys."""
+    root = key.split(".", 1)[0]
+    return key if root in VARYING or root in FIXED or root == backend else f"{backend}.{key}"
+
+
+def put(data: dict[str, Any], backend: str, path: str, value: Any) -> None:
+    """Set ``value`` at the dotted ``path`` of ``data``, a spec's fields as :class:`GridSpec`
+    names them (the backend's section is ``settings``); the dicts on the way are copied."""
+    parts = path.split(".")
     node = data
-    for p in parts[:-1]:
+    for p in ["settings" if parts[0] == backend else parts[0], *parts[1:-1]]:
         child = node.get(p)
+        if hasattr(child, "model_dump"):  # a section given as a model: its fields as given
+            child = child.model_dump(exclude_unset=True)
         node[p] = child = dict(child) if isinstance(child, dict) else {}
         node = child
     node[parts[-1]] = value
@@ -125,11 +138,9 @@ def point_spec(
     :func:`spec_data`) and validated as a plain value there; errors are named at ``where``."""
     from pydantic import ValidationError
 
-    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in base.items()}
+    data = dict(base)
     for path, value in point.items():
-        parts = path.split(".")
-        key = "settings" if parts[0] == backend else parts[0]
-        _set(data, [key, *parts[1:]], value)
+        put(data, backend, path, value)
     try:
         return GridSpec.model_validate(data)
     except ValidationError as exc:

@@ -40,7 +40,7 @@ MALFORMED = [
     (BASE + "axes: {ray.address: [a]}\n", "axes.ray.address: 'ray.address' cannot vary within one sweep"),
     (BASE + "axes: {grid.divergences: [[tv]]}\n", "axes.grid.divergences: 'grid.divergences' cannot vary"),
     (BASE + "axes: {seeds: [1, 2]}\n", "axes.seeds: 'seeds' cannot vary within one sweep"),
-    (BASE + "axes: {probe.stepz: [1, 2]}\n", "axes.probe.stepz: unknown field 'stepz' of the probe section; allowed: domain, steps"),
+    (BASE + "axes: {probe.stepz: [1, 2]}\n", "axes.probe.stepz: unknown key 'stepz' of the probe section; allowed: domain, steps"),
     (BASE + "axes: {local.lr: [1.0e-4]}\n", "axes.local.lr: unknown path 'local.lr'; allowed:"),
     (BASE + "axes: {probe.steps: [1, many]}\n", "axes.probe.steps[1]: Input should be a valid integer"),
     (BASE + "axes: {calibration.r_min: [0.8, 1.5]}\n", "axes.calibration.r_min[1]: r_min must be a number in the open interval (0, 1), got 1.5"),

@@ -7,14 +7,12 @@ benchmarks' numbers of those runs. TRL goes through the same expansion."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+from helpers import gppo_cli
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -38,15 +36,7 @@ SPEC = {
 
 
 def _launch(spec: Path, cwd: Path) -> str:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
-    env["COLUMNS"] = "200"
-    proc = subprocess.run(
-        [sys.executable, "-m", "gppo.cli", "launch", str(spec)],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
-    return out
+    return gppo_cli(["launch", str(spec)], cwd)
 
 
 def _runs(uri: str) -> list:

@@ -10,6 +10,7 @@ space the backend refuses is reported before anything is started.
 from __future__ import annotations
 
 from gppo.grid import Cell, GridSpec, SpecError, expand
+from gppo.grid.axes import spec_path
 from gppo.sweep.tuning.space import TrialConfig, corner_configs, trial_spec
 from gppo.sweep.tuning.spec import TuneSpec, TuneSpecError
 
@@ -40,8 +41,11 @@ def _space_error(spec: TuneSpec, cfg: TrialConfig, err: SpecError) -> TuneSpecEr
     backend = str(spec.base.get("backend", "local"))
     searched = {cfg.lr_key: "tune.space.lr"} if cfg.lr_key else {}
     searched.update({k: f"tune.space.settings.{k}" for k in cfg.settings})
+    if err.path.startswith("tune.space"):  # the path parser's own error
+        return TuneSpecError(err.file, err.path, err.message)
     for key, where in searched.items():
-        if err.path == f"{backend}.{key}" or err.path.startswith(f"{backend}.{key}."):
+        path = spec_path(key, backend)
+        if err.path == path or err.path.startswith(f"{path}."):
             return TuneSpecError(err.file, where, f"{err.message} (at {cfg.label})")
     if not err.path or err.path.startswith(("grid", "reference", "calibration")):
         return TuneSpecError(err.file, "tune.space", f"{err.message} (at {cfg.label})")

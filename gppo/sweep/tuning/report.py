@@ -25,10 +25,11 @@ from rich.console import Console
 from rich.table import Table
 
 from gppo.grid import expand, spec_to_yaml
+from gppo.grid.load import spec_from_yaml
 from gppo.store.uri import redact, without_password
 from gppo.sweep.tuning import attrs
 from gppo.sweep.tuning.percell import cell_summary
-from gppo.sweep.tuning.space import best_spec, config_from_params
+from gppo.sweep.tuning.space import TrialConfig, best_axes_grid, best_spec, config_from_params
 from gppo.sweep.tuning.spec import TuneSpec
 
 
@@ -148,7 +149,7 @@ def write_report(
         report.notes += [note] if note else []
     if rows:
         report.best_spec = write_best_spec(spec, rows[0], folder / "best.yaml")
-        report.files.append(report.best_spec)
+        report.files += [report.best_spec, report.best_spec.with_name("best-axes.yaml")]
     else:
         report.notes.append("no COMPLETE trial: no best configuration")
     if console is not None:
@@ -171,6 +172,20 @@ def write_best_spec(spec: TuneSpec, row: dict[str, Any], path: Path) -> Path:
     # no password in a report file: the launch reads it from MLflow's variables or PGPASSWORD
     text = header + yaml.safe_dump(spec_to_yaml(grid), sort_keys=False)
     path.write_text(without_password(text))
+    write_axes_spec(spec, cfg, path.with_name("best-axes.yaml"))
+    return path
+
+
+def write_axes_spec(spec: TuneSpec, cfg: TrialConfig, path: Path) -> Path:
+    """``best-axes.yaml``: the best configuration with axes around it (learning rate and radius,
+    :func:`~gppo.sweep.tuning.space.best_axes_grid`), checked by the grid loader."""
+    data = best_axes_grid(spec, cfg)
+    expand(spec_from_yaml(data, str(path)), str(path))
+    header = (
+        f"# The best configuration of study {spec.study_name!r} with axes around it\n"
+        f"# Launch it with: gppo-sweep launch {path.name}\n"
+    )
+    path.write_text(without_password(header + yaml.safe_dump(data, sort_keys=False)))
     return path
 
 

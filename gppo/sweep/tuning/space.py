@@ -22,6 +22,7 @@ from typing import Any
 
 from gppo.cell import cell_id, match_cell_key
 from gppo.grid import registries
+from gppo.grid.axes import check_path, put, spec_path
 from gppo.grid.errors import from_validation_error
 from gppo.grid.load import SETTINGS, spec_from_yaml, spec_to_yaml
 from gppo.grid.schema import GridSpec
@@ -109,17 +110,6 @@ def config_from_params(params: dict[str, Any], space: Space) -> TrialConfig:
     return suggest(optuna.trial.FixedTrial(params), space)
 
 
-def _set_dotted(section: dict[str, Any], key: str, value: Any) -> None:
-    node = section
-    *parents, leaf = key.split(".")
-    for p in parents:
-        child = node.get(p)
-        if not isinstance(child, dict):
-            child = node[p] = {}
-        node = child
-    node[leaf] = value
-
-
 def _grid_spec(spec: TuneSpec, cfg: TrialConfig, *, seeds: Any, name: str) -> GridSpec:
     """The base spec as a :class:`GridSpec` of one cell, ``cfg``'s, on ``seeds`` (raises
     :class:`SpecError` naming the base's field where the base or the trial's values are bad)."""
@@ -143,10 +133,6 @@ def _grid_spec(spec: TuneSpec, cfg: TrialConfig, *, seeds: Any, name: str) -> Gr
     elif cfg.radius_param == "delta":
         calibration["delta"] = {divergence: cfg.radius}
     settings = copy.deepcopy(base.settings)
-    if cfg.lr_key is not None:
-        _set_dotted(settings, cfg.lr_key, cfg.lr)
-    for key, value in cfg.settings.items():
-        _set_dotted(settings, key, value)
     fields: dict[str, Any] = {k: getattr(base, k) for k in base.model_fields_set}
     fields.update(
         grid={"divergences": [divergence], "estimators": [cfg.estimator]},
@@ -159,12 +145,29 @@ def _grid_spec(spec: TuneSpec, cfg: TrialConfig, *, seeds: Any, name: str) -> Gr
     fields.pop("baseline_params", None)
     if calibration:
         fields["calibration"] = calibration
+    searched = {cfg.lr_key: cfg.lr} if cfg.lr_key is not None else {}
+    for key, value in {**searched, **cfg.settings}.items():  # the grid's own dotted paths
+        put(fields, base.backend, search_path(spec, key), value)
     try:
         return GridSpec.model_validate(fields)
     except ValidationError as exc:
         raise from_validation_error(
             spec.file, exc, model=GridSpec, keys={SETTINGS: base.backend}
         ) from None
+
+
+def search_path(spec: TuneSpec, key: str) -> str:
+    """The spec path a searched key names (:func:`gppo.grid.axes.spec_path`), checked by the
+    axes' parser (:func:`gppo.grid.axes.check_path`: what an axis may vary, a search may)."""
+    from gppo.backends.base import get_backend
+
+    backend = str(spec.base.get("backend", "local"))
+    path = spec_path(key, backend)
+    fields = tuple(get_backend(backend).settings_model.model_fields)
+    lr = spec.tune.space.lr
+    where = "tune.space.lr" if lr is not None and key == lr.key else f"tune.space.settings.{key}"
+    check_path(path, backend, fields, spec.file, where)
+    return path
 
 
 def trial_spec(spec: TuneSpec, cfg: TrialConfig, number: int) -> GridSpec:
@@ -187,6 +190,42 @@ def trial_grid(spec: TuneSpec, cfg: TrialConfig, number: int) -> dict[str, Any]:
 def best_grid(spec: TuneSpec, cfg: TrialConfig) -> dict[str, Any]:
     """:func:`best_spec` in its YAML shape (what ``best.yaml`` holds)."""
     return spec_to_yaml(best_spec(spec, cfg))
+
+
+def _around(best: float, low: float, high: float, factor: float) -> list[float]:
+    """``best / factor``, ``best``, ``best * factor`` (4 significant digits) kept in
+    ``[low, high]``; ``best`` always in, no value twice, ascending."""
+    out = {float(f"{v:.4g}") for v in (best / factor, best * factor) if low <= v <= high}
+    return sorted(out | {float(f"{best:.4g}")})
+
+
+#: the step of the axes around the best point: ``lr`` x/÷ 2, the radius x/÷ 1.1
+LR_FACTOR, RADIUS_FACTOR = 2.0, 1.1
+
+
+def best_axes_grid(spec: TuneSpec, cfg: TrialConfig) -> dict[str, Any]:
+    """:func:`best_grid` with ``axes:`` around the best point: each searched learning rate and
+    radius at best ÷ step, best, best x step (inside the searched range), so a launch shows how
+    the best cell responds near its optimum (the response figure, the rank summary)."""
+    grid = best_grid(spec, cfg)
+    space, backend = spec.tune.space, str(spec.base.get("backend", "local"))
+    axes: dict[str, list[float]] = {}
+    if cfg.radius_param == "r_min" and cfg.radius is not None and space.radius is not None:
+        r = space.radius
+        axes["calibration.r_min"] = _around(cfg.radius, r.low, r.high, RADIUS_FACTOR)
+    elif cfg.radius_param == "delta" and cfg.radius is not None and space.radius is not None:
+        r = space.radius
+        axes[f"calibration.delta.{cfg.divergence}"] = _around(
+            cfg.radius, r.low, r.high, RADIUS_FACTOR
+        )
+        grid.get("calibration", {}).pop("delta", None)  # the axis sets it
+    if cfg.lr_key is not None and cfg.lr is not None and space.lr is not None:
+        path = spec_path(cfg.lr_key, backend)
+        axes[path] = _around(cfg.lr, space.lr.low, space.lr.high, LR_FACTOR)
+    if axes:
+        grid["name"] = f"{spec.study_name}-around"
+        grid["axes"] = axes
+    return grid
 
 
 def _end(r: Range | RadiusRange | list[Any], end: str) -> Any:

@@ -18,7 +18,9 @@ ray, ...) without ``grid``/``baselines``, plus::
         estimator: [mc, atomic, binary]
         radius: {param: r_min, low: 0.6, high: 0.95}   # or {param: delta, ...}; log-uniform
         lr: {key: lr, low: 1.0e-4, high: 1.0e-2}         # a backend setting, log-uniform
-        settings: {"rollout.n": {low: 4, high: 16, int: true}}   # more backend settings
+        settings: {"rollout.n": {low: 4, high: 16, int: true}}   # more backend settings, or
+                                 # any path an axis may vary (objective.loss_agg_mode: [...]),
+                                 # parsed and checked by gppo.grid.axes as an axis's path is
       per_cell: false          # true: one study per (divergence, estimator), see percell.py
       default_first: false     # true: trial 0 = the base config (r_min 0.8...), the reference
       max_failures: null       # stop after this many FAIL trials (null: n_trials)

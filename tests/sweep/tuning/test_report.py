@@ -7,8 +7,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import optuna
+import yaml
 from rich.console import Console
 
+from gppo.grid.load import load_plan
 from gppo.sweep.tuning import load_tune_spec, write_report
 from gppo.sweep.tuning.percell import cell_specs, default_params
 from gppo.sweep.tuning.progress import Progress
@@ -43,7 +45,22 @@ def test_report_without_enough_trials(tmp_path: Path) -> None:
     rep = write_report(spec, _study(tmp_path / "x", [0.3, None]), tmp_path / "r1")
     assert [p.name for p in rep.files] == [
         "best_trials.md", "optimization_history.html", "optimization_history.png", "best.yaml",
+        "best-axes.yaml",
     ]  # fmt: skip
+    # best.yaml's configuration with axes around it: lr x/÷ 2 and r_min x/÷ 1.1, in range
+    around = yaml.safe_load((tmp_path / "r1" / "best-axes.yaml").read_text())
+    best = yaml.safe_load((tmp_path / "r1" / "best.yaml").read_text())
+    r, lr = best["calibration"]["r_min"], best[best["backend"]]["lr"]
+    axes = around["axes"]
+    assert float(f"{r:.4g}") in axes["calibration.r_min"]
+    assert all(0.7 <= v <= 0.9 for v in axes["calibration.r_min"])
+    assert axes[f"{best['backend']}.lr"] == sorted(
+        {float(f"{v:.4g}") for v in (lr / 2, lr, lr * 2) if 1e-4 <= v <= 1e-2}
+        | {float(f"{lr:.4g}")}
+    )
+    assert len(load_plan(tmp_path / "r1" / "best-axes.yaml").cells) > len(
+        load_plan(tmp_path / "r1" / "best.yaml").cells
+    )
     assert any("parameter importances need" in n for n in rep.notes)
     assert "config 0" in (tmp_path / "r1" / "best_trials.md").read_text()
 

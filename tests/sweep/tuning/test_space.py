@@ -94,3 +94,25 @@ def test_base_overrides_kept_for_their_cell_only_and_best_grid(tmp_path: Path) -
     best = best_grid(spec, kl)
     assert best["seeds"] == [3, 4] and best["name"] == "tp-best"
     assert best["grid"] == {"divergences": ["kl"], "estimators": ["atomic"]}
+
+
+def test_a_search_key_may_be_any_path_an_axis_may_vary(tmp_path):
+    """``objective.loss_agg_mode`` in tune.space.settings reaches the trial's loss, as
+    ``axes: {objective.loss_agg_mode: [...]}`` would; a plain key stays a backend setting."""
+    from gppo.grid import expand
+    from gppo.sweep.tuning import load_tune_spec
+    from gppo.sweep.tuning.space import TrialConfig, trial_spec
+
+    from .conftest import merge, spec_dict, write
+
+    data = merge(
+        spec_dict(tmp_path),
+        {"tune": {"space": {"settings": {"objective.loss_agg_mode": ["seq-mean-token-sum"]}}}},
+    )
+    spec = load_tune_spec(write(tmp_path, data))
+    cfg = TrialConfig("tv", "mc", settings={"objective.loss_agg_mode": "seq-mean-token-sum"})
+    (cell,) = expand(trial_spec(spec, cfg, 0))
+    assert cell.loss_params["loss_agg_mode"] == "seq-mean-token-sum"
+    cfg = TrialConfig("tv", "mc", lr_key="lr", lr=0.003)
+    (cell,) = expand(trial_spec(spec, cfg, 1))
+    assert cell.settings["lr"] == 0.003

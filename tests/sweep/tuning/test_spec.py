@@ -35,6 +35,10 @@ def _broken(tmp_path: Path) -> list[tuple[str, object, str]]:
         ("base error", merge(ok, {"tuneprobe": {"steps": "many"}}), "tuneprobe.steps:"),
         ("lr key unknown", merge(ok, {"tune": {"space": {"lr": {"key": "learning_rate"}}}}), "tune.space.lr: unknown key 'learning_rate'"),
         ("bad study name", merge(ok, {"tune": {"study": "a b"}}), "tune.study:"),
+        # the search space's keys go through the axes' path parser (gppo/grid/axes.py)
+        ("fixed path", merge(ok, {"tune": {"space": {"settings": {"tracking.uri": ["a", "b"]}}}}), "tune.space.settings.tracking.uri: 'tracking.uri' cannot vary within one sweep"),
+        ("unknown section path", merge(ok, {"tune": {"space": {"settings": {"objective.clip": [1, 2]}}}}), "tune.space.settings.objective.clip: 'objective.clip' cannot vary"),
+        ("bad value at a spec path", merge(ok, {"tune": {"space": {"settings": {"objective.loss_agg_mode": ["mean"]}}}}), "tune.space.settings.objective.loss_agg_mode: Input should be 'token-mean'"),
         ("not yaml", "name: [unclosed\n", "invalid YAML at line 2, column 1"),
         ("comments only", "# nothing\n", ": the file is empty (comments only)"),
     ]  # fmt: skip
