@@ -170,11 +170,12 @@ def plan_rows(plan: Plan, *, regions: bool = True) -> list[dict[str, Any]]:
     the run id, which exists only once the launch creates the cell's run)."""
     from gppo import metrics as M
     from gppo.backends.base import get_backend
-    from gppo.store.uri import resolve_tracking_uri
+    from gppo.store.uri import resolve_tracking_uri, without_password
 
     backend = get_backend(plan.spec.backend)
     launcher_env = {
-        M.ENV_TRACKING_URI: resolve_tracking_uri(plan.spec.tracking.uri),
+        # as the dispatcher gives it: no password (the job's node supplies it)
+        M.ENV_TRACKING_URI: without_password(resolve_tracking_uri(plan.spec.tracking.uri)),
         M.ENV_RUN_ID: "<run id, at launch>",
     }
     rows = []
