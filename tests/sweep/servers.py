@@ -13,6 +13,10 @@
   ``GPPO_REQUIRE_TEAM_SERVERS=1`` (``.ci/run``) they fail instead;
 * ``mlflow_server``: ``mlflow server`` with that PostgreSQL as its backend store and a temp dir as
   its artifact destination (step 2).
+
+For the authenticated team setup (``tests/sweep/test_secrets_scan.py``): ``_start_postgres`` with
+a password (scram-sha-256), :func:`spawn_auth_mlflow` (``mlflow server --app-name basic-auth``)
+and :func:`start_node` with credentials in the node's environment.
 """
 
 from __future__ import annotations
