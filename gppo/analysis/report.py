@@ -163,11 +163,13 @@ def write_report(
     got: Collected = collect(ref, expected=expected, k=k, reference=reference)
     benchmarks = _benchmark_order(plan)
     order = {d: benchmarks for d in got.tidy["domain"].unique()} if benchmarks else None
-    axes, tidy = None, got.tidy
+    axes, tidy, at_home = None, got.tidy, expected
     if axis_columns(got.tidy):  # a sweep with axes: Table 1 per point (gppo/analysis/axes.py)
         axes = _axes_report(got.tidy, out, fmts, plan, figures, reference, order, got.k)
         table, files = axes.table, list(axes.files)
-        tidy = at_point(got.tidy, axes.tables[axes.home].point)  # the figures' runs
+        home = axes.tables[axes.home].point
+        tidy = at_point(got.tidy, home)  # the figures' runs and cells: the home point's
+        at_home = [c for c in expected or () if all(c.axes.get(a, v) == v for a, v in home.items())]
     else:
         table = build_table1(got.tidy, reference=reference, benchmarks=order, k=got.k)
         files = write_tables(table, out, fmts)
@@ -185,7 +187,7 @@ def write_report(
         )
         curves = collect_curves(got.client, live) if live is not None and len(live) else None
         paths, warnings = write_figures(
-            tidy, out, curves=curves, deltas=_deltas(expected), reference=reference
+            tidy, out, curves=curves, deltas=_deltas(at_home), reference=reference
         )
         files += paths
     report = Report(table, got.tidy, files, got.parent_run_id, warnings=warnings, out_dir=out)

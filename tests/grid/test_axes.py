@@ -62,11 +62,14 @@ MALFORMED = [
 ]  # fmt: skip
 
 
+@pytest.mark.parametrize("command", ["plan", "launch"])
 @pytest.mark.parametrize(("text", "expected"), MALFORMED, ids=[e[1][:40] for e in MALFORMED])
-def test_malformed_axes_one_line_exit_2_nothing_written(tmp_path, monkeypatch, text, expected):
+def test_malformed_axes_one_line_exit_2_nothing_written(
+    tmp_path, monkeypatch, command, text, expected
+):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "grid.yaml").write_text(text)
-    result = CliRunner().invoke(app, ["plan", "grid.yaml"])
+    result = CliRunner().invoke(app, [command, "grid.yaml"])
     assert result.exit_code == 2, result.output
     lines = result.stderr.splitlines()
     assert len(lines) == 1, result.stderr
