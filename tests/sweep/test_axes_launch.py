@@ -63,6 +63,17 @@ def test_axes_launch_relaunch_and_selection(tmp_path):
         assert r.info.status == "FINISHED"
         assert 0 <= r.data.metrics[M.select_metric(8)] <= 1  # the held-out selection score
 
+    # the point at the spec's own values trains as the spec without axes: the same numbers
+    from gppo.backends.local.__main__ import run_cell
+    from gppo.grid.load import load_plan
+
+    plain = {k: v for k, v in SPEC.items() if k not in ("axes", "select")}
+    (tmp_path / "plain.yaml").write_text(yaml.safe_dump(plain))
+    twin = next(c for c in load_plan(tmp_path / "plain.yaml").cells if c.id == "tv-mc-s0")
+    final = run_cell(twin, None, verbose=False)["evals"]["2"]
+    (run,) = [r for r in runs if r.data.tags[M.TAG_CELL_ID] == "tv-mc_lr0.0001-s0"]
+    assert final and all(run.data.metrics[k] == v for k, v in final.items())
+
     # each row at its best lr by the held-out score; the reported numbers are the benchmarks'
     report = tmp_path / "reports"
     (folder,) = list(report.iterdir())
