@@ -83,3 +83,45 @@ def gppo_cli(args: list[str], cwd: Any, timeout: float = 600) -> str:
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     return out
+
+
+#: an environment variable a test gives the command it starts: every process that command starts
+#: inherits it (its Ray head and workers, the fork server and its cells), so they can be counted
+LAUNCH_TAG = "GPPO_TEST_LAUNCH_TAG"
+
+
+def alive(pid: Any) -> bool:
+    """Whether process ``pid`` (or a ``psutil.Process``) runs; a zombie is gone: it holds nothing
+    (this machine's init may reap an orphan late)."""
+    import psutil
+
+    try:
+        proc = pid if isinstance(pid, psutil.Process) else psutil.Process(pid)
+        return proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def tagged_processes(tag: str) -> list[str]:
+    """The live processes (``pid cmdline``) whose start-up environment has ``LAUNCH_TAG=tag``."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(LAUNCH_TAG) == tag and alive(proc):
+                found.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def none_left(tag: str, timeout_s: float = 10.0) -> list[str]:
+    """Wait up to ``timeout_s`` for no process tagged ``tag`` to be left (Ray's last processes
+    take a moment after ``ray start --block`` returns); those still left."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while (left := tagged_processes(tag)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
 import psutil
 import pytest
+from helpers import LAUNCH_TAG, alive, none_left, tagged_processes
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -27,31 +27,10 @@ from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
 
 pytestmark = pytest.mark.slow
 
-TAG = "GPPO_TEST_LAUNCH_TAG"
-
 
 def _lines(tmp_path: Path, cell: str, kind: str) -> list[str]:
     path = tmp_path / "m" / f"{cell}.{kind}"
     return path.read_text().split("\n")[:-1] if path.exists() else []
-
-
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def tagged_processes(tag: str) -> list[str]:
-    """The live processes (``pid cmdline``) whose start-up environment carries ``TAG=tag``."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get(TAG) == tag and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
-        except (psutil.Error, OSError):
-            continue
-    return found
 
 
 def test_a_retry_starts_only_once_its_predecessors_processes_are_gone(tmp_path, ray_cluster):
@@ -68,7 +47,7 @@ def test_a_retry_starts_only_once_its_predecessors_processes_are_gone(tmp_path, 
     log = out.stdout + out.stderr
     assert out.returncode == 0, log[-3000:]
     (orphan,) = map(int, _lines(tmp_path, "tv-mc-s0", "orphans"))
-    assert not _alive(orphan)
+    assert not alive(orphan)
     # the retry found its predecessor's process gone
     assert _lines(tmp_path, "tv-mc-s0", "overlap") == ["attempt 1 alive 0", "attempt 2 alive 0"]
     killed = [ln for ln in log.splitlines() if "killed" in ln and "tv-mc-s0" in ln]
@@ -98,7 +77,7 @@ def test_a_sigtermed_launch_leaves_no_process_it_started(tmp_path):
         retries={"max": 1, "backoff_s": 0.2, "kill_grace_s": 1},
     )  # fmt: skip
     launcher = subprocess.Popen(
-        [*launcher_cmd(), "launch", str(spec)], env={**env_without_ray(), TAG: tag},
+        [*launcher_cmd(), "launch", str(spec)], env={**env_without_ray(), LAUNCH_TAG: tag},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -112,15 +91,8 @@ def test_a_sigtermed_launch_leaves_no_process_it_started(tmp_path):
             launcher.kill()
     assert launcher.returncode != 0, out[-3000:]
     (orphan,) = map(int, _lines(tmp_path, "tv-mc-s0", "orphans"))
-    assert not _alive(orphan), out[-3000:]
-    # Ray's last processes take a moment to go after `ray start --block` returns
-    left: list[str] = []
-    for _ in range(50):
-        left = tagged_processes(tag)
-        if not left:
-            break
-        time.sleep(0.2)
-    assert left == [], out[-3000:]
+    assert not alive(orphan), out[-3000:]
+    assert none_left(tag) == [], out[-3000:]
 
 
 def test_a_cell_killed_by_a_signal_says_which_signal(tmp_path, ray_cluster):
@@ -137,7 +109,7 @@ def test_a_cell_killed_by_a_signal_says_which_signal(tmp_path, ray_cluster):
     try:
         started = wait_for(lambda: _lines(tmp_path, "tv-mc-s0", "times"), 120, "the cell")
         pid = int(started[0].split()[2])
-        wait_for(lambda: _alive(pid) and _has_hung(tmp_path), 60, "the cell to hang")
+        wait_for(lambda: alive(pid) and _has_hung(tmp_path), 60, "the cell to hang")
         psutil.Process(pid).kill()
         out, _ = launcher.communicate(timeout=180)
     finally:

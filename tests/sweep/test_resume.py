@@ -11,6 +11,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from helpers import LAUNCH_TAG, none_left
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -20,7 +21,6 @@ from gppo.sweep.launch import Launcher
 from gppo.sweep.owner import pid_alive
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
-from .test_attempt_end import TAG, tagged_processes
 
 pytestmark = pytest.mark.slow  # every test here starts Ray or a launcher
 
@@ -156,7 +156,7 @@ def test_local_head_outlives_a_detached_launcher_until_cancel(tmp_path):
     state = tmp_path / ".gppo" / plan.sweep_id
     tag = uuid.uuid4().hex  # inherited by every process the launch starts (head, workers, cells)
     proc = subprocess.Popen(
-        [*launcher_cmd(), "launch", str(spec), "--detach"], env={**env_without_ray(), TAG: tag},
+        [*launcher_cmd(), "launch", str(spec), "--detach"], env={**env_without_ray(), LAUNCH_TAG: tag},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
     try:
@@ -182,7 +182,7 @@ def test_local_head_outlives_a_detached_launcher_until_cancel(tmp_path):
         assert not pid_alive(orphan)
         # nothing the detached launch started is left once cancel has ended (Ray's last
         # processes take a moment after `ray start --block` returns)
-        wait_for(lambda: not tagged_processes(tag), 15, f"no process left: {tagged_processes(tag)}")
+        assert none_left(tag, 15) == []
         assert not (state / "cluster.json").exists()
         runs = all_runs(tmp_path, "localhead")
         assert {r.info.status for r in runs} == {"KILLED"}

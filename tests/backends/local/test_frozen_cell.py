@@ -16,9 +16,9 @@ import time
 import uuid
 from pathlib import Path
 
-import psutil
 import pytest
 import yaml
+from helpers import LAUNCH_TAG, alive, none_left
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -26,7 +26,6 @@ from gppo.processes import registry_root
 
 pytestmark = pytest.mark.slow
 
-TAG = "GPPO_TEST_LAUNCH_TAG"
 LOCAL = {"domain": "math", "steps": 40, "prompts_per_step": 8, "eval_prompts": 8}
 RETRIES = {
     "max": 1, "backoff_s": 0.5, "stall_timeout_s": 8, "first_step_timeout_s": 300,
@@ -52,28 +51,10 @@ SPECS = {
 }  # fmt: skip
 
 
-def _tagged(tag: str) -> list[str]:
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get(TAG) == tag and proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(f"{proc.pid} {' '.join(proc.cmdline())[:120]}")
-        except (psutil.Error, OSError):
-            continue
-    return found
-
-
-def _alive(pid: int) -> bool:
-    """A zombie is gone: it holds nothing (this machine's init may reap it late)."""
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _first_attempts_cell(since: float) -> int | None:
-    """The pid of the fork server's cell of the first attempt submitted since ``since``."""
-    for folder in registry_root().glob("gppo-*"):
+def _first_attempts_cell(name: str, since: float) -> int | None:
+    """The pid of the fork server's cell of the first attempt of sweep (study) ``name`` since
+    ``since`` (its submission id: ``gppo-<name>-...``)."""
+    for folder in registry_root().glob(f"gppo-{name}-*"):
         if folder.stat().st_mtime < since:
             continue
         for entry in folder.iterdir():
@@ -102,7 +83,7 @@ def test_a_frozen_cell_is_killed_and_gone_before_its_retry(tmp_path: Path, comma
     spec.write_text(yaml.safe_dump({**SPECS[command], "tracking": {"uri": uri}}))
     tag = uuid.uuid4().hex
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
-    env.update({TAG: tag, "COLUMNS": "200", "GPPO_CACHE_DIR": str(tmp_path / "cache")})
+    env.update({LAUNCH_TAG: tag, "COLUMNS": "200", "GPPO_CACHE_DIR": str(tmp_path / "cache")})
     log = tmp_path / "out.log"
     started = time.time()
     with log.open("w") as out:
@@ -115,7 +96,7 @@ def test_a_frozen_cell_is_killed_and_gone_before_its_retry(tmp_path: Path, comma
         deadline = time.time() + 600
         while frozen is None:
             assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
-            pid = _first_attempts_cell(started)
+            pid = _first_attempts_cell(SPECS[command]["name"], started)
             if pid is not None and _steps(uri) >= 2:
                 os.kill(pid, signal.SIGSTOP)
                 frozen = pid
@@ -125,12 +106,12 @@ def test_a_frozen_cell_is_killed_and_gone_before_its_retry(tmp_path: Path, comma
         while not re.search(r"attempt (2|1000)\b", log.read_text()):
             assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
             time.sleep(0.2)
-        assert not _alive(frozen), log.read_text()[-3000:]
+        assert not alive(frozen), log.read_text()[-3000:]
         assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
     finally:
         if proc.poll() is None:
             proc.kill()
-        if frozen is not None and _alive(frozen):
+        if frozen is not None and alive(frozen):
             os.kill(frozen, signal.SIGKILL)
     text = log.read_text()
     assert "stalled" in text and f"SIGKILLed after 1 s grace: {frozen}" in text, text[-3000:]
@@ -146,10 +127,4 @@ def test_a_frozen_cell_is_killed_and_gone_before_its_retry(tmp_path: Path, comma
     assert M.TAG_PROCESSES not in finished[0].data.tags  # the retry left nothing behind
     stalled = [r for r in runs if M.TAG_PROCESSES in r.data.tags]
     assert stalled and re.search(rf"\b{frozen}\b", stalled[0].data.tags[M.TAG_PROCESSES])
-    left: list[str] = []
-    for _ in range(50):  # Ray's last processes take a moment after `ray start --block` returns
-        left = _tagged(tag)
-        if not left:
-            break
-        time.sleep(0.2)
-    assert left == [], text[-2000:]
+    assert none_left(tag) == [], text[-2000:]

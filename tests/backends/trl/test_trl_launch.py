@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from helpers import cell_runs
+from helpers import alive, cell_runs
 
 from gppo import metrics as M
 from gppo.backends.cell_run import protocol_violations
@@ -53,13 +53,6 @@ def _cell_process(cell_id: str) -> psutil.Process | None:
 
 
 @pytest.mark.timeout(2400)
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def test_a_frozen_trl_attempt_is_ended_then_resumes_its_checkpoint_in_the_same_run(tmp_path):
     spec = yaml.safe_load(PRESET.read_text())
     spec["seeds"] = [0]  # tv/mc and tv/atomic
@@ -95,12 +88,12 @@ def test_a_frozen_trl_attempt_is_ended_then_resumes_its_checkpoint_in_the_same_r
         while "tv-mc-s0  attempt 2" not in log.read_text():
             assert launcher.poll() is None and time.time() < deadline, log.read_text()[-4000:]
             time.sleep(0.2)
-        assert not _alive(proc), log.read_text()[-4000:]
+        assert not alive(proc), log.read_text()[-4000:]
         assert launcher.wait(timeout=1500) == 0, log.read_text()[-5000:]
     finally:
         if launcher.poll() is None:
             launcher.kill()
-        if proc is not None and _alive(proc):
+        if proc is not None and alive(proc):
             proc.kill()
     runs = _cell_runs(uri)
     client = Tracking(uri).client

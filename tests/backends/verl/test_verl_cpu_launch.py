@@ -22,7 +22,7 @@ from pathlib import Path
 import psutil
 import pytest
 import yaml
-from helpers import cell_runs
+from helpers import alive, cell_runs
 
 from gppo import metrics as M
 from gppo.store.tracking import Tracking
@@ -136,13 +136,6 @@ def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_ste
 
 
 @pytest.mark.timeout(1800)
-def _alive(proc: psutil.Process) -> bool:
-    try:
-        return proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
@@ -193,7 +186,7 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
         # the frozen engine cannot act on SIGTERM nor on its parent's death: the attempt's end
         # SIGKILLs it (retries.kill_grace_s) and checks it gone before the retry is submitted
         _wait(lambda: "tv-mc-s0  attempt 2" in log.read_text(), 600, "attempt 2", log)
-        assert not _alive(hung[0]), log.read_text()[-3000:]
+        assert not alive(hung[0]), log.read_text()[-3000:]
         # 2. launcher and head killed once the retry has logged a step of its own
         _wait(lambda: "running     tv-mc-s0  attempt 2" in log.read_text(), 600, "attempt 2", log)
         a_new_step(logged_step())
