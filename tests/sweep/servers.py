@@ -94,6 +94,7 @@ class TwoNodes:
     gcs: str  # 127.0.0.1:PORT, what `ray start --address` joins
     head_node_id: str
     worker_node_id: str
+    temp_dirs: tuple[Path, ...] = ()  # the head's and the worker's (their sessions' logs)
 
 
 def _node_ports(ports: list[int]) -> list[str]:
@@ -210,7 +211,10 @@ def _start_ray(root: Path) -> tuple[list[subprocess.Popen], TwoNodes]:
         procs.insert(0, worker)
         _wait(lambda: len(alive_nodes(address)) == 2, 120, "Ray worker node", root / "worker.log")
         by_role = {WORKER_RESOURCE in n.resources_total: n.node_id for n in alive_nodes(address)}
-        return procs, TwoNodes(address, f"127.0.0.1:{gcs}", by_role[False], by_role[True])
+        nodes = TwoNodes(
+            address, f"127.0.0.1:{gcs}", by_role[False], by_role[True], (head_tmp, worker_tmp)
+        )
+        return procs, nodes
     except BaseException:
         _stop_all(procs)
         raise

@@ -11,7 +11,8 @@ anything is searched for every secret: the MLflow database, the Optuna database,
 store, the report files, the state directory, the launcher's output, each job's logs and Ray's
 job info (runtime env, metadata, entrypoint). Expected: no hit. Also: a wrong password stops the
 launch at once with one line and submits nothing; a cell on a node without the credentials fails
-with that line as ``status``'s last failure.
+with that line as ``status``'s last failure; a user without permission on the experiment gets
+the same kind of line.
 """
 
 from __future__ import annotations
@@ -206,12 +207,9 @@ def test_no_secret_leaves_the_launcher(tmp_path: Path, secured, monkeypatch) -> 
     try:
         hits = scan(
             secrets,
-            paths=[
-                work,
-                mlf.artifacts,
-                secured["root"] / "basic_auth.db",
-                secured["node"].temp_dir,
-            ],
+            # the servers' folder (artifacts, users' store, logs, PostgreSQL's files) and every
+            # node's Ray session (the runtime env agent logs each job's environment)
+            paths=[work, secured["root"], secured["node"].temp_dir, *secured["cluster"].temp_dirs],
             texts=outputs,
             postgres=[
                 f"postgresql://gppo@127.0.0.1:{secured['pg'].port}/{db}"
@@ -261,3 +259,19 @@ def test_bad_or_missing_credentials_fail_with_one_line(tmp_path: Path, secured) 
     )
     assert "refused a request without credentials (HTTP 401)" in text, text[-3000:]
     assert "Traceback" not in text
+
+    # a user without permission on that experiment (alice's): the same kind of line, 403
+    from mlflow.server.auth.client import AuthServiceClient
+
+    bob_pw = _secret("bob")
+    admin = {"MLFLOW_TRACKING_USERNAME": "admin", "MLFLOW_TRACKING_PASSWORD": s["admin"]}
+    with pytest.MonkeyPatch.context() as mp:
+        for var, value in admin.items():
+            mp.setenv(var, value)
+        AuthServiceClient(mlf.uri).create_user("bob", bob_pw)
+    env = _env(MLFLOW_TRACKING_USERNAME="bob", MLFLOW_TRACKING_PASSWORD=bob_pw)
+    got = _cli(["status", str(spec)], tmp_path, env)
+    lines = [ln for ln in _out(got).splitlines() if ln.strip()]
+    assert got.returncode == 2 and len(lines) == 1, _out(got)[-2000:]
+    assert f"the tracking server at {mlf.uri} refused the request of user 'bob'" in lines[0]
+    assert "HTTP 403" in lines[0] and bob_pw not in lines[0]
