@@ -91,6 +91,15 @@ def read_cluster(state_dir: Path) -> Cluster | None:
     return cluster if pid_alive(cluster.pid) else None
 
 
+#: torch.distributed's rendezvous variables: a local head started from a process that has them
+#: (inside torchrun, a SLURM step, a test session with a process group) would hand them to every
+#: cell, and two single-process cells would then bind the same MASTER_PORT
+TORCH_RENDEZVOUS = (
+    "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE",
+    "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_RUN_ID",
+)  # fmt: skip
+
+
 def start_local_head(
     state_dir: Path,
     *,
@@ -126,6 +135,8 @@ def start_local_head(
     env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0")
     env[ray_http.ENV_AUTH_MODE] = ray_http.head_auth_mode()
     env.pop("RAY_ADDRESS", None)
+    for key in TORCH_RENDEZVOUS:  # a launcher run inside torchrun or SLURM: not the cells' rank
+        env.pop(key, None)
     if stop_grace_s is not None:
         env["RAY_JOB_STOP_WAIT_TIME_S"] = str(max(1, math.ceil(stop_grace_s)))
     with open(state_dir / "ray-head.log", "ab") as log:

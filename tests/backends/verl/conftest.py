@@ -84,10 +84,17 @@ def math_actors(all_paper_cells):
 
 @pytest.fixture(scope="session")
 def process_group():
-    """One single-rank process group (gloo) for the whole session."""
+    """One single-rank process group (gloo) for the whole session. The rendezvous variables it
+    sets are removed once the group is up: every later launch would hand them to its cells (two
+    TRL cells then bind the same MASTER_PORT)."""
+    import os
+
     from gppo.backends.verl.engine import init_single_process_group
 
+    before = dict(os.environ)
     init_single_process_group()
+    for key in set(os.environ) - set(before):
+        del os.environ[key]
 
 
 @pytest.fixture(scope="session")
