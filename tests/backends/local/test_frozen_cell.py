@@ -109,8 +109,12 @@ def test_a_frozen_cell_is_killed_and_gone_before_its_retry(tmp_path: Path, comma
         assert not alive(frozen), log.read_text()[-3000:]
         assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        if proc.poll() is None:  # SIGTERM: the command stops its jobs and its own local head
+            proc.terminate()
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         if frozen is not None and alive(frozen):
             os.kill(frozen, signal.SIGKILL)
     text = log.read_text()
