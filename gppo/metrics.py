@@ -47,6 +47,21 @@ def clip_frac_bucket(bucket: str, side: str = "") -> str:
     return f"train/clip_frac{suffix}/{bucket}"
 
 
+# --- the answer probe (CPU testbed): the correct answers' probability, teacher-forced -----------
+#: on the domain's validation prompts (gppo.backends.local.answer_prob), at step 0 (the base),
+#: every step up to PROBE_DENSE_STEPS, then every PROBE_EVERY steps and at the last
+PROBE_P_ANSWER = "probe/p_answer"  # mean probability that one sample is the correct answer
+PROBE_ANSWER_TOKEN_MU = "probe/answer_token_mu"  # mean π of the correct answers' tokens
+PROBE_ANSWER_RARE_FRAC = "probe/answer_rare_frac"  # share of those tokens with π < 0.1
+PROBE_DENSE_STEPS = 10
+PROBE_EVERY = 10
+
+
+def probe_step(step: int, last: int) -> bool:
+    """Whether the answer probe runs after training step ``step`` (0: the base) of ``last``."""
+    return step <= PROBE_DENSE_STEPS or step % PROBE_EVERY == 0 or step == last
+
+
 # --- evaluation metrics ------------------------------------------------------------------------
 def avg_at(k: int) -> str:
     """The MLflow-safe spelling of avg@k."""

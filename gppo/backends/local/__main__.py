@@ -85,6 +85,7 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
     backend protocol: :mod:`gppo.backends.cell_run`)."""
     import torch
 
+    from gppo.backends.local.answer_prob import answer_summary, probe_problems
     from gppo.backends.local.base_eval import cached_base_eval
     from gppo.backends.local.evaluate import avg_at_k, evaluate
     from gppo.backends.local.settings import LocalSettings
@@ -131,8 +132,27 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
             + (" (the base model's, computed by an earlier cell)" if step == 0 and reused else "")
         )
 
+    probe_set = probe_problems(domain)
+    probes: dict[int, dict[str, float]] = {}
+
+    def probe(step: int) -> None:
+        """The correct answers' probability (teacher-forced, no randomness): the exploration
+        study's direct measure of how fast RL raises them (docs/testbed.md)."""
+        a = answer_summary(policy, probe_set)
+        probes[step] = a
+        if log is not None:
+            log.log(
+                {
+                    M.PROBE_P_ANSWER: a["p_answer"],
+                    M.PROBE_ANSWER_TOKEN_MU: a["answer_token_mu"],
+                    M.PROBE_ANSWER_RARE_FRAC: a["answer_rare_frac"],
+                },
+                step,
+            )
+
     t_eval0 = time.perf_counter()
     do_eval(0)
+    probe(0)
     t_eval = time.perf_counter() - t_eval0
     base_params = [q.detach().clone() for q in policy.parameters()]
     trainer = Trainer(policy, domain, s, loss_fn, cell.seed, agg)
@@ -144,6 +164,8 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
         history.append(out)
         if log is not None:
             log.log_train_step(step, out, wall_time_s=wall)
+        if M.probe_step(step, s.steps):
+            probe(step)
         if step % 5 == 0 or step == s.steps:
             say(
                 f"[{cell.id}] step {step} score {out['score']:.3f} "
@@ -197,6 +219,7 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
         "built_base": base.built,
         "base_source": base.source,
         "evals": {str(k): v for k, v in evals.items()},
+        "probes": {str(k): v for k, v in probes.items()},
         "history": history,
         "perf": perf,
     }

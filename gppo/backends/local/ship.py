@@ -1,9 +1,11 @@
-"""Build, evaluate and ship a domain's default base model into the package.
+"""Build, evaluate and ship a base model into the package.
 
     python -m gppo.backends.local.ship --domain math [--threads 1]
+    python -m gppo.backends.local.ship --domain math --set warmstart_target=0.1
 
-writes ``gppo/backends/local/base_models/base-<domain>.pt`` and ``.json`` (see
-:mod:`.shipped`); commit both. The record's avg@8 is measured on the stored (float16) weights,
+writes ``gppo/backends/local/base_models/base-<domain>.pt`` and ``.json`` (with ``--set``:
+``base-<domain>-target0.1.pt``, a member of the exploration family; see :mod:`.shipped`);
+commit both. Only warm-start settings may be changed (they alone enter the base's key). The record's avg@8 is measured on the stored (float16) weights,
 exactly as :func:`~gppo.backends.local.warmstart.load_base_model` loads them.
 """
 
@@ -20,7 +22,8 @@ import torch
 
 from gppo.backends.local.evaluate import evaluate
 from gppo.backends.local.settings import LocalSettings
-from gppo.backends.local.shipped import RECORD_K, SHIPPED_DIR, record_path
+from gppo.backends.local.answer_prob import answer_summary
+from gppo.backends.local.shipped import RECORD_K, SHIPPED_DIR, base_name, record_path
 from gppo.backends.local.tasks import get_domain
 from gppo.backends.local.warmstart import (
     CHECK_K,
@@ -41,20 +44,25 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def ship(settings: LocalSettings, threads: int = 1) -> dict[str, Any]:
+def ship(
+    settings: LocalSettings, threads: int = 1, changed: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Build the base for ``settings``, evaluate it (avg@8 on every benchmark, eval seed of the
-    settings) as stored (float16), and write ``base-<domain>.pt`` and ``.json``."""
+    settings) as stored (float16), and write ``base-<domain>[-<changed>].pt`` and ``.json``.
+
+    ``changed``: the warm-start settings that differ from the defaults (they name the file)."""
     torch.set_num_threads(threads)
     policy, run = train_base(settings, log=print)
     if not run.reached:
         raise SystemExit(f"the warm start did not reach its target in {run.steps} steps")
     SHIPPED_DIR.mkdir(exist_ok=True)
-    name = f"base-{settings.domain}.pt"
+    name = f"{base_name(settings.domain, changed)}.pt"
     half = {k: v.half() for k, v in policy.state_dict().items()}
     torch.save({"key": warmstart_key(settings), "state_dict": half}, str(SHIPPED_DIR / name))
     stored = load_policy(settings, SHIPPED_DIR / name)  # the record is of what loads, not of fp32
     domain = get_domain(settings.domain)
     scores = evaluate(stored, domain, domain.benchmark_names, RECORD_K, settings.eval_seed)
+    answers = {b: answer_summary(stored, domain.benchmark(b)) for b in domain.benchmark_names}
     rec = {
         "domain": settings.domain,
         "hash": warmstart_hash(settings),
@@ -63,6 +71,12 @@ def ship(settings: LocalSettings, threads: int = 1) -> dict[str, Any]:
         f"avg_at_{RECORD_K}": {b: scores[b] for b in domain.benchmark_names},
         f"avg_at_{RECORD_K}_mean": sum(scores.values()) / len(scores),
         "eval_seed": settings.eval_seed,
+        # teacher-forced, on the same benchmarks: the probability of the correct answer, the
+        # mean μ of its tokens and the share of them with μ < 0.1 (gppo.backends.local.answer_prob)
+        "answers": answers,
+        "answers_mean": {
+            k: sum(a[k] for a in answers.values()) / len(answers) for k in next(iter(answers.values()))
+        },
         "build": {
             "steps": run.steps,
             "restarts": run.restarts,
@@ -73,7 +87,7 @@ def ship(settings: LocalSettings, threads: int = 1) -> dict[str, Any]:
             "torch": torch.__version__,
         },
     }
-    record_path(settings.domain).write_text(json.dumps(rec, indent=2) + "\n")
+    record_path(settings.domain, changed).write_text(json.dumps(rec, indent=2) + "\n")
     return rec
 
 
@@ -81,8 +95,19 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m gppo.backends.local.ship", description=__doc__)
     p.add_argument("--domain", choices=["math", "code"], required=True)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument(
+        "--set", action="append", default=[], metavar="warmstart_KEY=VALUE",
+        help="a warm-start setting that differs from the default (names the shipped file)",
+    )  # fmt: skip
     a = p.parse_args(argv)
-    rec = ship(LocalSettings(domain=a.domain), a.threads)
+    changed: dict[str, Any] = {}
+    for item in a.set:
+        key, _, value = item.partition("=")
+        if not key.startswith("warmstart_") or key not in LocalSettings.model_fields or not value:
+            known = ", ".join(k for k in LocalSettings.model_fields if k.startswith("warmstart_"))
+            p.error(f"--set {item}: a warm-start setting KEY=VALUE is allowed ({known})")
+        changed[key] = json.loads(value)
+    rec = ship(LocalSettings(domain=a.domain, **changed), a.threads, changed)
     print(json.dumps(rec, indent=2))
     return 0
 

@@ -1,14 +1,18 @@
-"""The base models shipped with the package: one per domain, for the default settings.
+"""The base models shipped with the package: each domain's default, and the exploration family.
 
-``base_models/base-<domain>.pt`` holds the ``state_dict`` (float16, about 0.8 MB) and its
-warm-start key; ``base-<domain>.json`` holds the key's hash, how it was built, and its own
-avg@8 per benchmark as measured when it was shipped. :func:`shipped_file` is what
-:func:`~gppo.backends.local.warmstart.load_base_model` consults first: a spec whose base-model
-settings hash to the shipped key trains from the shipped file and builds nothing.
+``base_models/base-<domain>.pt`` holds the default base's ``state_dict`` (float16, about 0.8 MB)
+and its warm-start key; ``base-<domain>.json`` holds the key's hash, how it was built, and its own
+avg@8 per benchmark as measured when it was shipped. The exploration family (docs/testbed.md,
+"When does the estimator matter?") ships beside it as ``base-<domain>-<setting><value>.pt`` /
+``.json``: the same recipe with one warm-start setting changed (``warmstart_target``).
+:func:`shipped_file` is what :func:`~gppo.backends.local.warmstart.load_base_model` consults
+first: a spec whose base-model settings hash to a shipped key trains from that file and builds
+nothing.
 
-Rebuild and re-ship a domain's base with :mod:`.ship` (then commit both files)::
+Rebuild and re-ship a base with :mod:`.ship` (then commit both files)::
 
     python -m gppo.backends.local.ship --domain math
+    python -m gppo.backends.local.ship --domain math --set warmstart_target=0.1
 """
 
 from __future__ import annotations
@@ -22,23 +26,41 @@ SHIPPED_DIR = Path(__file__).with_name("base_models")
 RECORD_K = 8
 
 
-def record_path(domain: str) -> Path:
-    return SHIPPED_DIR / f"base-{domain}.json"
+def base_name(domain: str, changed: dict[str, Any] | None = None) -> str:
+    """``base-math`` for the default; ``base-math-target0.1`` with ``warmstart_target=0.1``."""
+    parts = [f"base-{domain}"]
+    for key, value in sorted((changed or {}).items()):
+        parts.append(f"{key.removeprefix('warmstart_')}{value}")
+    return "-".join(parts)
 
 
-def shipped_record(domain: str) -> dict[str, Any] | None:
-    """The shipped base's record (key hash, build, avg@8 per benchmark), or None."""
+def record_path(domain: str, changed: dict[str, Any] | None = None) -> Path:
+    return SHIPPED_DIR / f"{base_name(domain, changed)}.json"
+
+
+def _read(path: Path) -> dict[str, Any] | None:
     try:
-        return json.loads(record_path(domain).read_text())
+        return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
 
 
+def shipped_record(domain: str, changed: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """A shipped base's record (key hash, build, avg@8 per benchmark), or None: the domain's
+    default, or the family member with the warm-start settings ``changed``."""
+    return _read(record_path(domain, changed))
+
+
+def shipped_records(domain: str) -> list[dict[str, Any]]:
+    """Every shipped base of ``domain``: the default first, then the family by file name."""
+    paths = sorted(SHIPPED_DIR.glob(f"base-{domain}*.json"), key=lambda p: (p.stem != f"base-{domain}", p.name))
+    return [rec for rec in map(_read, paths) if rec is not None and rec.get("domain") == domain]
+
+
 def shipped_file(domain: str, key_hash: str) -> Path | None:
-    """The shipped ``state_dict`` file of ``domain``, if the package ships one for this warm-start
-    key hash."""
-    rec = shipped_record(domain)
-    if rec is None or rec.get("hash") != key_hash:
-        return None
-    path = SHIPPED_DIR / rec["file"]
-    return path if path.exists() else None
+    """The shipped ``state_dict`` file whose warm-start key hashes to ``key_hash``, if any."""
+    for rec in shipped_records(domain):
+        if rec.get("hash") == key_hash:
+            path = SHIPPED_DIR / rec["file"]
+            return path if path.exists() else None
+    return None
