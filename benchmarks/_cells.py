@@ -64,7 +64,7 @@ def ensure_base(domain: str, extra: list[str]) -> float:
     code = (
         "import sys, torch; torch.set_num_threads(1);"
         "from gppo.backends.local.settings import LocalSettings;"
-        "from gppo.backends.local.warmstart import load_base_model;"
+        "from gppo.testbed.warmstart import load_base_model;"
         "import json; kw = json.loads(sys.argv[1]);"
         "print(load_base_model(LocalSettings(domain=sys.argv[2], **kw)).source)"
     )

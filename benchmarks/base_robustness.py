@@ -38,10 +38,10 @@ def _parse(kv: str) -> tuple[str, Any]:
 def build_one(domain: str, seed: int, threads: int, extra: dict[str, Any]) -> dict[str, Any]:
     import torch
 
-    from gppo.backends.local.evaluate import evaluate
     from gppo.backends.local.settings import LocalSettings
-    from gppo.backends.local.tasks import get_domain
-    from gppo.backends.local.warmstart import train_base
+    from gppo.testbed.evaluate import evaluate
+    from gppo.testbed.tasks import get_domain
+    from gppo.testbed.warmstart import train_base
 
     torch.set_num_threads(threads)
     s = LocalSettings(domain=domain, warmstart_seed=seed, **extra)

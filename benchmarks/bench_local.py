@@ -22,6 +22,8 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from _cells import children_cpu_s, ensure_base, run_many
 
+from gppo import metrics as M
+
 
 def _cell(method: str, seed: int, domain: str, extra: list[str]) -> list[str]:
     return ["--method", method, "--seed", str(seed), "--domain", domain, "--no-mlflow", *extra]
@@ -51,26 +53,26 @@ def main() -> None:
         wall2 = time.perf_counter() - t0
         cpu2 = children_cpu_s() - c0
     p = one.summary["perf"]
-    other = p["perf/total_s"] - p["perf/base_model_s"] - p["perf/eval_s"] - p["perf/train_s"]
+    other = p[M.PERF_TOTAL_S] - p[M.PERF_BASE_MODEL_S] - p[M.PERF_EVAL_S] - p[M.PERF_TRAIN_S]
     rows = [
         ("base model build (once per sweep), s", t_base if t_base > 5 else 0.0, "cached"),
         ("one cell wall, s (process start to exit)", wall1, "<= 90"),
         ("one cell CPU, s", cpu1, ""),
         (
             "one cell peak RSS, MB",
-            max(r.summary["perf"]["perf/peak_rss_mb"] for r in [one, *two]),
+            max(r.summary["perf"][M.PERF_PEAK_RSS_MB] for r in [one, *two]),
             "<= 1024",
         ),
-        ("  in-cell total, s", p["perf/total_s"], ""),
-        ("  load base model, s", p["perf/base_model_s"], ""),
-        ("  eval (step 0 + final), s", p["perf/eval_s"], ""),
-        ("  train, s", p["perf/train_s"], ""),
-        ("    sampling, s", p["perf/sample_s"], ""),
-        ("    update (fwd+bwd+AdamW), s", p["perf/update_s"], ""),
+        ("  in-cell total, s", p[M.PERF_TOTAL_S], ""),
+        ("  load base model, s", p[M.PERF_BASE_MODEL_S], ""),
+        ("  eval (step 0 + final), s", p[M.PERF_EVAL_S], ""),
+        ("  train, s", p[M.PERF_TRAIN_S], ""),
+        ("    sampling, s", p[M.PERF_SAMPLE_S], ""),
+        ("    update (fwd+bwd+AdamW), s", p[M.PERF_UPDATE_S], ""),
         ("  other in-cell, s", other, ""),
-        ("  imports + interpreter, s", wall1 - p["perf/total_s"], ""),
-        ("sampling tokens/s", p["perf/sample_tokens_per_s"], ""),
-        ("update tokens/s (response tokens)", p["perf/update_tokens_per_s"], ""),
+        ("  imports + interpreter, s", wall1 - p[M.PERF_TOTAL_S], ""),
+        ("sampling tokens/s", p[M.PERF_SAMPLE_TOKENS_PER_S], ""),
+        ("update tokens/s (response tokens)", p[M.PERF_UPDATE_TOKENS_PER_S], ""),
         ("two cells in parallel: wall, s", wall2, ""),
         ("two cells in parallel: CPU, s", cpu2, ""),
         ("throughput ratio 2 cells vs 1 (2*wall1/wall2)", 2 * wall1 / wall2, ">= 1.6"),

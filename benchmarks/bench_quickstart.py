@@ -37,9 +37,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gppo import metrics as M
+
 sys.path.insert(0, os.path.dirname(__file__))
 
-PHASES = ("base_model_s", "eval_s", "sample_s", "update_s")
+#: each phase's name in the table -> the metric the cell logs it under
+PHASES = {
+    "base_model_s": M.PERF_BASE_MODEL_S,
+    "eval_s": M.PERF_EVAL_S,
+    "sample_s": M.PERF_SAMPLE_S,
+    "update_s": M.PERF_UPDATE_S,
+}
 
 
 def machine_cpu_s() -> float:
@@ -97,21 +105,19 @@ def _floor(plan: Any, workdir: Path, env: dict[str, str]) -> float:
 def analyse(workdir: Path, wall: float, max_concurrent: int) -> dict[str, object]:
     from mlflow import MlflowClient
 
-    from gppo import metrics as M
-
     client = MlflowClient(tracking_uri=f"sqlite:///{workdir / 'mlflow.db'}")
     exps = [e.experiment_id for e in client.search_experiments()]
     runs = client.search_runs(exps, f"tags.`{M.TAG_ROLE}` = '{M.ROLE_CELL}'", max_results=5000)
-    done = [r for r in runs if r.info.status == "FINISHED" and "perf/total_s" in r.data.metrics]
+    done = [r for r in runs if r.info.status == "FINISHED" and M.PERF_TOTAL_S in r.data.metrics]
     cells = []
     for r in done:
         m = r.data.metrics
         job = (r.info.end_time - r.info.start_time) / 1000.0
-        rec = {"job_wall_s": job, "total_s": m["perf/total_s"], "cpu_s": m.get("perf/cpu_s")}
-        rec.update({p: m.get(f"perf/{p}", 0.0) for p in PHASES})
-        rec["train_other_s"] = m.get("perf/train_s", 0.0) - rec["sample_s"] - rec["update_s"]
+        rec = {"job_wall_s": job, "total_s": m[M.PERF_TOTAL_S], "cpu_s": m.get(M.PERF_CPU_S)}
+        rec.update({p: m.get(name, 0.0) for p, name in PHASES.items()})
+        rec["train_other_s"] = m.get(M.PERF_TRAIN_S, 0.0) - rec["sample_s"] - rec["update_s"]
         rec["overhead_s"] = job - rec["total_s"]
-        rec["startup_s"] = m.get("perf/startup_s")  # process start -> work: imports, MLflow
+        rec["startup_s"] = m.get(M.PERF_STARTUP_S)  # process start -> work: imports, MLflow
         if rec["startup_s"] is not None:
             rec["ray_and_polling_s"] = rec["overhead_s"] - rec["startup_s"]
         cells.append(rec)

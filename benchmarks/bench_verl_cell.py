@@ -26,7 +26,7 @@ PHASES = (
     ("weight sync (actor -> vLLM)", "timing_s/update_weights"),
     ("checkpoint", "timing_s/save_checkpoint"),
     ("verl validation", "timing_s/testing"),
-    ("testbed evaluator (base + final)", "perf/testbed_eval_s"),
+    ("testbed evaluator (base + final)", M.PERF_TESTBED_EVAL_S),
 )
 
 

@@ -23,6 +23,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+#: the backend a spec or cell without ``backend`` runs on: the CPU testbed
+DEFAULT_BACKEND = "local"
+#: samples per prompt for avg@k when a spec's ``eval.k`` is not given
+DEFAULT_EVAL_K = 8
 #: what separates a cell's id from its seed: ``kl-atomic`` + ``-s`` + ``0``
 SEED_MARK = "-s"
 #: what precedes each axis value in an id: ``kl-atomic`` + ``_`` + ``r_min0.8``
@@ -106,7 +110,7 @@ class Cell:
             "dual_clip": 10.0}`` for a grid cell or ``{"clip_ratio_low": 3e-4, ...}`` for GSPO.
             A grid cell's coordinates and δ are stored here only; :attr:`divergence`,
             :attr:`estimator` and :attr:`delta` read them.
-        backend: backend name (``local`` | ``verl``).
+        backend: backend name (``local``, ``verl``, ``trl`` or a plugin's entry point).
         settings: the backend's own section after per-cell overrides, as validated by it (plain
             JSON values: what the run records and the config hash reads).
         settings_model: the same section as the backend's validated settings model, kept by the
@@ -127,10 +131,10 @@ class Cell:
     method: str
     seed: int
     loss_params: dict[str, Any] = field(default_factory=dict)
-    backend: str = "local"
+    backend: str = DEFAULT_BACKEND
     settings: dict[str, Any] = field(default_factory=dict)
     benchmarks: tuple[str, ...] = ()
-    eval_k: int = 8
+    eval_k: int = DEFAULT_EVAL_K
     resources: Resources = field(default_factory=Resources)
     axes: dict[str, Any] = field(default_factory=dict)
     select: bool = False

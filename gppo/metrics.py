@@ -1,8 +1,18 @@
-"""Every metric and tag name shared by the writers (backends, dispatcher) and readers (analysis).
+"""The metric and tag names that more than one module writes or reads: the backends'
+entrypoints, the dispatcher and the store write them; the analysis, the benchmarks and the tests
+read them.
 
-MLflow refuses ``@`` in metric names, so avg@k is stored as ``avg_at_k``. Training metrics are
-logged with the MLflow ``step`` set to the optimisation step; evaluation metrics use the step at
-which the evaluation ran (0 for the base model, before any update).
+MLflow refuses ``@`` in metric names, so avg@k is stored as ``avg_at_k``. A run's MLflow ``step``
+is the RL step: one generation batch and its updates (an *iteration*; a step holds
+``minibatches * ppo_epochs`` optimiser updates, whose diagnostics :func:`reduce_step` reduces to
+one value). Training metrics are logged at the step they describe; evaluation metrics at the step
+after which the evaluation ran (0 for the base model, before any update); a cell's ``perf/*``
+timings and resources once, at its last step (``perf/testbed_eval_s`` at each testbed
+evaluation, ``perf/resumed_from_step`` where an attempt resumed).
+
+Names that only one module uses live with it: verl's own metric names and how they map onto
+these (:mod:`gppo.backends.verl.metrics_map`), the experiment's MLflow tags
+(:mod:`gppo.store.tracking`) and an Optuna trial's attributes (:mod:`gppo.sweep.tuning.attrs`).
 """
 
 from __future__ import annotations
@@ -11,7 +21,7 @@ from __future__ import annotations
 #: that counts them)
 from gppo.objectives.buckets import MU_BUCKETS as MU_BUCKETS
 
-# --- training metrics (one value per optimisation step) -------------------------------------
+# --- training metrics (one value per RL step: a generation batch and its updates) -------------
 TRAIN_SCORE = "train/score"  # mean 0/1 reward of the step's rollouts
 ENTROPY = "train/entropy"  # mean token entropy of the policy on the step's rollouts
 APPROX_KL = "train/approx_kl"
@@ -47,8 +57,28 @@ def clip_frac_bucket(bucket: str, side: str = "") -> str:
     return f"train/clip_frac{suffix}/{bucket}"
 
 
+# --- timings and resources of a cell (``perf/*``; the backend that logs each, if only one) -----
+PERF_TOTAL_S = "perf/total_s"  # in-process seconds, start of work to the end
+PERF_TRAIN_S = "perf/train_s"  # the training loop
+PERF_PEAK_RSS_MB = "perf/peak_rss_mb"  # the process's peak resident memory
+PERF_CPU_S = "perf/cpu_s"  # CPU seconds of the whole process, imports included (local)
+PERF_STARTUP_S = "perf/startup_s"  # process start -> work: imports, MLflow (local)
+PERF_BASE_MODEL_S = "perf/base_model_s"  # loading (or building) the base model (local)
+PERF_EVAL_S = "perf/eval_s"  # the evaluations, step 0 and final (local)
+PERF_SAMPLE_S = "perf/sample_s"  # rollouts (local)
+PERF_UPDATE_S = "perf/update_s"  # forward, backward and AdamW (local)
+PERF_SAMPLE_TOKENS_PER_S = "perf/sample_tokens_per_s"  # (local)
+PERF_UPDATE_TOKENS_PER_S = "perf/update_tokens_per_s"  # response tokens (local)
+PERF_PARAM_DELTA_L2 = "perf/param_delta_l2"  # L2 distance of the final weights from the base's
+PERF_BASE_EVAL_REUSED = "perf/base_eval_reused"  # 1: the base's step-0 avg@k came from the cache
+PERF_FORKED = "perf/forked"  # 1: the cell was forked by the launch's fork server (local)
+PERF_PROCESSES = "perf/processes"  # data-parallel training processes (trl)
+PERF_RESUMED_FROM = "perf/resumed_from_step"  # the checkpoint step an attempt resumed (trl)
+PERF_TESTBED_EVAL_S = "perf/testbed_eval_s"  # one testbed evaluation, at its step (verl)
+
+
 # --- the answer probe (CPU testbed): the correct answers' probability, teacher-forced -----------
-#: on the domain's validation prompts (gppo.backends.local.answer_prob), at step 0 (the base),
+#: on the domain's validation prompts (gppo.testbed.answer_prob), at step 0 (the base),
 #: every step up to PROBE_DENSE_STEPS, then every PROBE_EVERY steps and at the last
 PROBE_P_ANSWER = "probe/p_answer"  # mean probability that one sample is the correct answer
 PROBE_ANSWER_TOKEN_MU = "probe/answer_token_mu"  # mean π of the correct answers' tokens

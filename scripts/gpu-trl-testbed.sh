@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, "scripts")
 from gpu_common import launch_on_one_gpu, launch_table1, write_spec
-from gppo.backends.local.shipped import shipped_record
+from gppo.testbed.shipped import shipped_record
 
 work, steps = Path(sys.argv[1]), int(sys.argv[2])
 

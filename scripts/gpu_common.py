@@ -29,7 +29,7 @@ TINY_VAL = [("What is 1 + 1?", "2"), ("What is 5 + 5?", "10")]
 def tiny_math(work: Path) -> tuple[Path, Path]:
     """``work/train.parquet`` (as ``dapo_math_17k``) and ``work/aime24.parquet`` (``aime24``,
     the test split), written by ``gppo-sweep data prepare``'s converter."""
-    from gppo.backends.verl.data import prepare
+    from gppo.backends.rldata import prepare
 
     out = []
     for rows, name, source, split in (

@@ -1,4 +1,5 @@
-"""The house's imports point one way: down the stack in README's "Layout", never up, no cycles.
+"""The house's imports point one way: down the stack in README's "Layout", never up, no cycles;
+and backends stand side by side, never on each other.
 
 Every ``import``/``from … import`` of ``gppo`` code in ``gppo/`` counts, at module level or inside
 a function (a lazy import is still an arrow). Fails with the file:line of each offending import.
@@ -22,6 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("sweep",),
     ("grid",),
     ("backends",),
+    ("testbed",),
     ("store",),
     ("cell", "metrics", "scores", "processes"),
     ("objectives",),
@@ -100,6 +102,53 @@ def test_imports_point_down_the_stack():
         if LEVEL[b] <= LEVEL[a]:
             wrong.append(f"{where}: {a} imports {b} ({dst})")
     assert not wrong, "imports that run up or across the stack:\n" + "\n".join(wrong)
+
+
+BACKENDS = ROOT / "backends"
+
+
+def backend_of(module: str) -> str | None:
+    """``gppo.backends.trl.settings`` -> ``trl`` (a backend is a package under ``backends/``);
+    a shared backend module (``gppo.backends.base``, ``cell_run``, ...) or anything else -> None."""
+    bits = module.split(".")
+    if len(bits) < 3 or bits[:2] != ["gppo", "backends"]:
+        return None
+    return bits[2] if (BACKENDS / bits[2]).is_dir() else None
+
+
+def sibling_imports() -> list[str]:
+    """One line per import of a backend by another backend, or by a shared backend module."""
+    wrong = []
+    for src, dst, where in all_imports():
+        if part_of(src) != "backends":
+            continue
+        mine, theirs = backend_of(src), backend_of(dst)
+        if theirs is not None and theirs != mine:
+            who = f"backend {mine}" if mine else f"shared module {src}"
+            wrong.append(f"{where}: {who} imports backend {theirs} ({dst})")
+    return wrong
+
+
+def test_backends_do_not_import_each_other():
+    """A backend imports ``backends/base``, ``cell_run``, the other shared modules directly in
+    ``backends/``, the layers below and the testbed library; never a sibling backend (a shared
+    module imports none)."""
+    wrong = sibling_imports()
+    assert not wrong, "imports between backends:\n" + "\n".join(wrong)
+
+
+def test_the_sibling_check_sees_a_sibling(monkeypatch):
+    """An import of verl from trl (here, a stand-in file) is reported with its file and line."""
+    fake = [("gppo.backends.trl.x", "gppo.backends.verl.reward", "gppo/backends/trl/x.py:3"),
+            ("gppo.backends.trl.x", "gppo.backends.trl.settings", "gppo/backends/trl/x.py:4"),
+            ("gppo.backends.rewards", "gppo.backends.local", "gppo/backends/rewards.py:9"),
+            ("gppo.backends.trl.x", "gppo.backends.cell_run", "gppo/backends/trl/x.py:5")]  # fmt: skip
+    monkeypatch.setitem(globals(), "all_imports", lambda: fake)
+    assert sibling_imports() == [
+        "gppo/backends/trl/x.py:3: backend trl imports backend verl (gppo.backends.verl.reward)",
+        "gppo/backends/rewards.py:9: shared module gppo.backends.rewards imports backend local "
+        "(gppo.backends.local)",
+    ]
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from gppo.backends.base import BACKENDS, get_backend, register_backend
-from gppo.backends.local.tasks import DOMAINS, get_domain, register_domain
 from gppo.errors import DuplicateNameError, UnknownNameError
 from gppo.objectives.divergences import DIVERGENCES, divergence, get_divergence
 from gppo.objectives.estimators import ESTIMATORS, get_estimator
 from gppo.objectives.methods import METHODS, get_method
 from gppo.registry import LazyMapping, LazyTuple, Registry
+from gppo.testbed.tasks import DOMAINS, get_domain, register_domain
 
 
 # ---- the Registry type -----------------------------------------------------------------------
@@ -110,12 +110,12 @@ def test_builtin_backends_and_domains_are_lazy() -> None:
     code = (
         "import sys\n"
         "from gppo.backends.base import BACKENDS, get_backend\n"
-        "from gppo.backends.local.tasks import DOMAINS\n"
+        "from gppo.testbed.tasks import DOMAINS\n"
         "names = BACKENDS.names()\n"
         "assert names[:1] == ['local'] and 'verl' in names, names  # and any entry point's\n"
         "assert DOMAINS.names() == ['code', 'math'], DOMAINS.names()\n"
         "backends = [f'gppo.backends.{n}.backend' for n in names]\n"
-        "loaded = [m for m in (*backends, 'gppo.backends.local.tasks_math', 'torch', 'verl')\n"
+        "loaded = [m for m in (*backends, 'gppo.testbed.tasks_math', 'torch', 'verl')\n"
         "          if m in sys.modules]\n"
         "assert not loaded, loaded\n"
         "assert get_backend('local').name == 'local'\n"

@@ -22,7 +22,7 @@ from matplotlib.figure import Figure
 from gppo import metrics as M
 from gppo.analysis.render import divergence_name
 from gppo.analysis.table import BASELINE_ORDER, DIV_ORDER, EST_NAMES, EST_ORDER
-from gppo.objectives.defaults import REFERENCE
+from gppo.objectives.defaults import R_MIN, REFERENCE
 from gppo.registry import LazyMapping
 
 #: behaviour probabilities at which ``regions`` prints the bounds
@@ -41,7 +41,7 @@ def region_bounds(
     estimator: str,
     mu: np.ndarray,
     *,
-    r_min: float = 0.8,
+    r_min: float = R_MIN,
     delta: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray, float]:
     """(r_lo, r_hi, δ) of one cell at behaviour probabilities ``mu`` (δ calibrated from r_min)."""
@@ -55,7 +55,7 @@ def region_bounds(
 def region_table(
     cells: Sequence[tuple[str, str]],
     *,
-    r_min: float = 0.8,
+    r_min: float = R_MIN,
     deltas: Mapping[str, float] | None = None,
     mus: Sequence[float] = PRINT_MUS,
 ) -> pd.DataFrame:
@@ -75,7 +75,7 @@ def region_table(
 def figure1_regions(
     cells: Sequence[tuple[str, str]],
     *,
-    r_min: float = 0.8,
+    r_min: float = R_MIN,
     deltas: Mapping[str, float] | None = None,
     mu: np.ndarray | None = None,
     ylim: tuple[float, float] = (0.0, 3.0),

@@ -340,7 +340,8 @@ def _num(value: object, digits: int | None = None) -> str:
 
 
 def to_csv(table: Table1) -> str:
-    """One row per (domain, cell); the columns are listed in README (Output columns).
+    """One row per (domain, cell); the columns are listed in docs/statistics.md ("Output
+    columns of ``table1.csv``").
 
     domain, cell, per benchmark ``<b>`` (and ``<b>_ci95_lo``/``<b>_ci95_hi`` with several
     seeds), avg (and its CI), rel_pct, delta, delta_ci95_lo, delta_ci95_hi, prob_improvement,

@@ -22,7 +22,7 @@ from gppo.analysis.render import EXTENSIONS, FORMATS, render
 from gppo.analysis.table import Table1, build_table1
 from gppo.analysis.tidy import axis_columns, read_scores_csv
 from gppo.cell import Cell
-from gppo.objectives.defaults import REFERENCE
+from gppo.objectives.defaults import R_MIN, REFERENCE
 from gppo.store.state import State, SweepRef
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def write_figures(
     *,
     curves: pd.DataFrame | None = None,
     deltas: dict[str, float] | None = None,
-    r_min: float = 0.8,
+    r_min: float = R_MIN,
     reference: str = REFERENCE,
 ) -> tuple[list[Path], list[str]]:
     """Figure 1 for the grid cells present; Figure 2 (dynamics, clip per μ) when curves exist;

@@ -74,6 +74,9 @@ class Backend(ABC):
     #: whether a cell with ``Cell.select`` logs a held-out selection score (``select/...``, on
     #: prompts disjoint from the reported benchmarks); a spec's ``select:`` needs it
     logs_selection_score: ClassVar[bool] = False
+    #: whether :meth:`preflight` can run one real training step per cell (``check
+    #: --train-step``); a backend that cannot refuses the option (:meth:`check_options`)
+    preflight_train_step: ClassVar[bool] = False
 
     def validate_settings(self, raw: Mapping[str, Any]) -> BaseModel:
         """Validate the backend's section (raises pydantic.ValidationError)."""
@@ -119,6 +122,15 @@ class Backend(ABC):
             "validates its settings)"
         )
 
+    def check_options(self, spec_path: str, *, train_step: bool = False) -> None:
+        """Refuse, in one line (:class:`~gppo.errors.BackendError`), a ``check`` option this
+        backend does not support, before anything runs."""
+        if train_step and not self.preflight_train_step:
+            raise BackendError(
+                f"{spec_path}: --train-step: backend {self.name!r} has no training-step check "
+                "(its pre-flight runs without the option)"
+            )
+
     def prepare_data(
         self, input_path: Path, output_path: Path, source: str, *, split: str, skip_invalid: bool
     ) -> DataReport:
@@ -129,8 +141,8 @@ class Backend(ABC):
         (:class:`~gppo.errors.BackendError`)."""
         raise BackendError(
             f"backend {self.name!r} reads no prepared data files (its cells build their own "
-            "tasks); `gppo-sweep data prepare` is for a backend that trains on a user's data, "
-            "e.g. --backend verl"
+            "tasks); `gppo-sweep data prepare` is for a backend that trains on a user's data: "
+            f"--backend {' | '.join(backends_with('prepare_data')) or '(none installed)'}"
         )
 
     def prepare(self, settings: BaseModel) -> None:  # noqa: B027 (optional hook)
@@ -159,18 +171,23 @@ class Backend(ABC):
 ENTRY_POINT_GROUP = "gppo.backends"
 
 
+#: the registry tag of the backends this package ships: entry points whose class lives in ``gppo``
+BUILT_IN = "built-in"
+
+
 def _declare_entry_points(registry: Registry[type[Backend]]) -> None:
-    """Declare (not import) every backend named in the installed packages' entry points."""
+    """Declare (not import) every backend named in the installed packages' entry points, ours
+    first (tagged :data:`BUILT_IN`), each group by name."""
     from importlib.metadata import entry_points
 
-    found = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: ep.name)
-    for ep in sorted(found, key=lambda ep: ep.name not in BUILT_IN):  # ours first
+    def ours(ep: Any) -> bool:
+        return str(ep.value).startswith("gppo.")
+
+    found = sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda ep: (not ours(ep), ep.name))
+    for ep in found:
         if ep.name not in registry:  # a class registered by hand keeps its name
-            registry.add_lazy(ep.name, ep.value)
+            registry.add_lazy(ep.name, ep.value, tags=(BUILT_IN,) if ours(ep) else ())
 
-
-#: the backends this package ships (in its own entry points)
-BUILT_IN = ("local", "verl", "trl")
 
 #: the backends by name: declared from :data:`ENTRY_POINT_GROUP` on the first lookup and
 #: imported on first use, so that ``import gppo`` stays light (no verl, no torch)
@@ -181,6 +198,25 @@ def register_backend(cls: type[Backend]) -> type[Backend]:
     """Class decorator adding a backend to the registry under ``cls.name`` (a taken name raises
     :class:`~gppo.errors.DuplicateNameError`)."""
     return BACKENDS.add(cls.name, cls)
+
+
+def built_in_backends() -> list[str]:
+    """The backends this package ships, by name (from its entry points, ``local`` first)."""
+    return BACKENDS.names(BUILT_IN)
+
+
+def backends_with(hook: str) -> list[str]:
+    """The registered backends whose class overrides :class:`Backend`'s ``hook`` (e.g.
+    ``prepare_data``), by name; imports each backend's module (not its trainer)."""
+    out = []
+    for name in BACKENDS.names():
+        try:
+            cls = BACKENDS.get(name)
+        except ImportError:  # a backend whose extra is not installed here
+            continue
+        if getattr(cls, hook) is not getattr(Backend, hook):
+            out.append(name)
+    return out
 
 
 def get_backend(name: str) -> Backend:

@@ -16,8 +16,9 @@ A retried attempt that resumes the same run (verl, TRL) logs each point once:
 ``log_evaluation(..., once=True)`` skips a step already in the run, :meth:`CellRun.last_step`
 says where the run's history ends; only the run's own checkpoints are resumed
 (:func:`gppo.backends.checkpoints.claim_checkpoints`: a later sweep of the same cell starts
-afresh). :func:`protocol_violations` checks a finished run against
-these rules (the backends' contract test runs every registered backend's entrypoint through it).
+afresh). :func:`protocol_violations` checks a finished run against these rules: the backends'
+contract test (``tests/backends/test_backend_contract.py``) runs each built-in backend's entrypoint
+through it (a backend of your own: call it on a run of yours).
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """Whose checkpoints a cell's checkpoint directory holds: only its own run resumes them.
 
-A cell's checkpoint directory is named by the cell's id and settings hash (verl's and TRL's
-``cell_checkpoint_dir``), so it is the same for every attempt of the cell, which is what lets a
-retried attempt resume. It is also the same for a later sweep of the same spec (a new tracking
+A cell's checkpoint directory is named by the cell's id and settings hash
+(:func:`cell_checkpoint_dir`, for every backend that checkpoints), so it is the same for every
+attempt of the cell, which is what lets a retried attempt resume. Its root is the section's
+``checkpoint_dir``, or by default ``checkpoints/<backend>`` under the cache root
+(:func:`gppo.testbed.cache.cache_root`) of the machine that resolves it. It is also the same for a later sweep of the same spec (a new tracking
 store, a relaunch after the runs were deleted, a changed loss implementation): such a run would
 find the earlier sweep's last checkpoint, "resume" at its final step, log no training and report
 the earlier model's scores as its own. So before training, the entrypoint claims the directory
@@ -14,9 +16,29 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gppo.testbed.cache import cache_root
+
+if TYPE_CHECKING:
+    from gppo.cell import Cell
 
 #: the file in a checkpoint directory that names the MLflow run its checkpoints belong to
 OWNER_FILE = "gppo-run-id"
+
+
+def checkpoint_root(backend: str, checkpoint_dir: str | None = None) -> Path:
+    """Where ``backend``'s cells keep their checkpoint directories: ``checkpoint_dir`` (``~``
+    expanded) when a section sets it, else ``<cache root>/checkpoints/<backend>``."""
+    if checkpoint_dir:
+        return Path(checkpoint_dir).expanduser()
+    return cache_root() / "checkpoints" / backend
+
+
+def cell_checkpoint_dir(cell: Cell, backend: str, checkpoint_dir: str | None = None) -> Path:
+    """The cell's own checkpoint directory, ``<root>/<cell id>-<config hash>``: stable across its
+    attempts, new when its settings change (:func:`checkpoint_root` for the root)."""
+    return checkpoint_root(backend, checkpoint_dir) / f"{cell.id}-{cell.config_hash}"
 
 
 def checkpoint_owner(directory: str | Path) -> str | None:

@@ -127,15 +127,14 @@ def check(
         bool,
         typer.Option(
             "--train-step",
-            help="verl: then one real training step per cell through verl's main_ppo on this "
-            "CPU (needs the verl CPU environment: scripts/verl-cpu-env.sh; ~2 min a cell)",
+            help="then one real training step per cell on this machine, where the spec's "
+            "backend has one (its Backend.preflight_train_step; other backends refuse it)",
         ),
     ] = False,
 ) -> None:
-    """Pre-flight a spec on this machine through its backend's checks (verl: its config
-    validation, each cell's loss through verl's own worker loss on synthetic tokens, with
-    --train-step one step of verl's trainer; trl: each cell's loss on a synthetic batch); one
-    line per cell, exit 1 if any fails."""
+    """Pre-flight a spec on this machine through its backend's own checks (Backend.preflight:
+    each cell's settings and loss, run before anything is launched); one line per cell, exit 1
+    if any fails."""
     import time
 
     from gppo.backends.base import get_backend
@@ -143,6 +142,7 @@ def check(
     p = _plan(spec)
     start = time.monotonic()
     backend = get_backend(p.spec.backend)
+    backend.check_options(str(spec), train_step=train_step)
     results = backend.preflight(p, str(spec), lambda line: typer.echo(line), train_step=train_step)
     cells = {r.cell for r in results}
     failed = len({r.cell for r in results if not r.ok})

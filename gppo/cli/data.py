@@ -1,6 +1,7 @@
 """``gppo-sweep data prepare``: a user's dataset converted into the rows a backend's cells read,
-through the backend's hook (:meth:`gppo.backends.base.Backend.prepare_data`; verl: its RL
-parquet). Wired into the CLI by :mod:`gppo.cli.app`."""
+through the backend's hook (:meth:`gppo.backends.base.Backend.prepare_data`). The backend is a
+spec's (``--backend``, default a spec's default backend); one that reads no prepared data says so
+in one line and names those that do. Wired into the CLI by :mod:`gppo.cli.app`."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import typer
 
-from gppo.backends.base import get_backend
+from gppo.backends.base import BACKENDS, get_backend
+from gppo.cell import DEFAULT_BACKEND
 from gppo.cli.errors import fail
 from gppo.errors import GppoError
 
@@ -23,7 +25,9 @@ def _data() -> None:
 @data_app.command("prepare")
 def data_prepare(
     input_path: Path = typer.Argument(..., help="The user's file: .jsonl, .json or .parquet."),
-    output_path: Path = typer.Argument(..., help="The file to write (verl, trl: a parquet file)."),
+    output_path: Path = typer.Argument(
+        ..., help="The file to write (the backend's format, e.g. parquet)."
+    ),
     source: str = typer.Option(
         ...,
         "--source",
@@ -32,7 +36,10 @@ def data_prepare(
         "the backend's).",
     ),
     backend: str = typer.Option(
-        "verl", "--backend", "-b", help="The backend whose cells read the file."
+        DEFAULT_BACKEND,
+        "--backend",
+        "-b",
+        help=f"The backend whose cells read the file: {' | '.join(BACKENDS.names())}.",
     ),
     split: str = typer.Option("train", help="Recorded in extra_info.split (train | test)."),
     skip_invalid: bool = typer.Option(

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from gppo.cli.errors import EXIT_USAGE, fail
-from gppo.objectives.defaults import REFERENCE
+from gppo.objectives.defaults import R_MIN, REFERENCE
 
 if TYPE_CHECKING:
     from gppo.grid import Plan
@@ -126,7 +126,7 @@ def regions(
     ] = None,
     r_min: Annotated[
         float, typer.Option("--r-min", help="Calibration: δ = |f(r_min)|.", min=1e-9, max=0.999999)
-    ] = 0.8,
+    ] = R_MIN,
     out: Annotated[
         Path, typer.Option("--out", "-o", help="Figure file (.png/.svg/.pdf; no suffix: both).")
     ] = Path("figure1_regions.png"),

@@ -3,11 +3,12 @@
 :class:`SpecError` line).
 
 The YAML shape differs from :class:`GridSpec` in one place: the backend's own settings are a
-section named after the backend (``local:``, ``verl:``), at the top and in each override, which
-:class:`GridSpec` and :class:`~gppo.grid.schema.Override` keep as ``settings``. The one pair of
-functions that knows this is :func:`spec_from_yaml` (the loader, the tuner's base spec) and
-:func:`spec_to_yaml` (the report page's spec, the tuner's best spec); errors name the section
-as the file writes it.
+section named after the backend (``local:``, ``verl:``, ``trl:``), at the top and in each
+override, which :class:`GridSpec` and :class:`~gppo.grid.schema.Override` keep as ``settings``.
+Only this module reads that shape: :func:`spec_from_yaml` (the loader, the tuner's base spec),
+:func:`spec_to_yaml` (the report page's spec, the tuner's best spec) and :func:`backend_of` (the
+backend a spec in its YAML shape names: the tuner's search keys are placed by it); errors name
+the section as the file writes it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gppo.cell import Cell
+from gppo.cell import DEFAULT_BACKEND, Cell
 from gppo.grid.errors import SpecError, from_validation_error
 from gppo.grid.expand import expand, sweep_id
 from gppo.grid.schema import GridSpec
@@ -50,6 +51,13 @@ def _section_from_yaml(raw: dict[str, Any], backend: Any, file: str, where: str)
     return raw
 
 
+def backend_of(raw: Any) -> str:
+    """The backend a spec in its YAML shape names: its ``backend`` key, else the default
+    (:data:`gppo.cell.DEFAULT_BACKEND`). Reads only that key; :func:`spec_from_yaml` validates."""
+    backend = raw.get("backend", DEFAULT_BACKEND) if isinstance(raw, dict) else DEFAULT_BACKEND
+    return str(backend)
+
+
 def spec_from_yaml(raw: Any, file: str = "<spec>") -> GridSpec:
     """Validate a spec in its YAML shape (already parsed: a mapping) into a :class:`GridSpec`."""
     from pydantic import ValidationError
@@ -59,7 +67,7 @@ def spec_from_yaml(raw: Any, file: str = "<spec>") -> GridSpec:
     for key in raw:
         if not isinstance(key, str):
             raise SpecError(file, "", f"keys must be strings (got {key!r})")
-    backend = raw.get("backend", "local")
+    backend = raw.get("backend", DEFAULT_BACKEND)  # not backend_of: a non-string is an error
     raw = _section_from_yaml(raw, backend, file, "")
     overrides = raw.get("overrides")
     if isinstance(overrides, dict):

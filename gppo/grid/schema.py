@@ -3,9 +3,11 @@
 Fields and defaults::
 
     name: str                      required, [A-Za-z0-9._-]{1,64}
-    backend: local                 any registered backend (local | verl | ...)
-    <backend>: {}                  the backend's own section (``local:`` / ``verl:``), validated
-                                   by its ``settings_model``; stored as ``GridSpec.settings``
+    backend: local                 any registered backend (local | verl | trl | a plugin's);
+                                   default :data:`gppo.cell.DEFAULT_BACKEND`
+    <backend>: {}                  the backend's own section (``local:``, ``verl:``, ``trl:``),
+                                   validated by its ``settings_model``; stored as
+                                   ``GridSpec.settings``
     grid.divergences: [tv, chi2, kl, hellinger]     registry names or alpha:<a>; unique;
                                    default: the divergences tagged ``paper``
     grid.estimators: [mc, atomic, binary]           registry names; unique; default: the
@@ -13,12 +15,13 @@ Fields and defaults::
     baselines: []                  any method tagged ``baseline``: gspo, gmpo, sapo, cispo, clip_cov
     baseline_params: {}            {baseline: {param: value}}, checked by the method registry
     objective: {ratio_bounds: [0.5, 10.0], dual_clip: 10.0, loss_agg_mode: token-mean}
+                                   defaults: :mod:`gppo.objectives.defaults` (as r_min, reference)
     calibration: {r_min: 0.8, delta: {}}   delta keyed by divergence, cell id or cell id-sN
     seeds: 1                       a count n (seeds 0..n-1) or an explicit list
     reference: tv/mc               <divergence>/<estimator> of the grid or a baseline; when left
                                    out and tv/mc is not in the grid: the grid's first cell
     benchmarks: []                 empty: the backend's defaults; else checked against its list
-    eval: {k: 8}
+    eval: {k: 8}                   avg@k; default :data:`gppo.cell.DEFAULT_EVAL_K`
     tracking: {uri: null, experiment: null, shared_filesystem: false}   null uri:
                                    MLFLOW_TRACKING_URI or sqlite:///mlflow.db (made absolute);
                                    experiment: the name; shared_filesystem: true confirms a local
@@ -42,7 +45,7 @@ Fields and defaults::
 δ, r_min, ratio_bounds and dual_clip are checked by the objectives library's own rules
 (:mod:`gppo.objectives.checks`: δ a finite number > 0, r_min in (0, 1), dual_clip > 1 or null).
 
-The backend's own section (``local:`` / ``verl:``, named after ``backend``) is
+The backend's own section (``local:`` / ``verl:`` / ``trl:``, named after ``backend``) is
 :attr:`GridSpec.settings` here (:func:`gppo.grid.load.spec_from_yaml` /
 :func:`~gppo.grid.load.spec_to_yaml` convert between the two shapes) and is validated by the
 backend's ``settings_model`` at expansion; in an override the same key overrides the backend
@@ -57,6 +60,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from gppo import processes
+from gppo.cell import DEFAULT_BACKEND, DEFAULT_EVAL_K
 from gppo.grid import registries
 from gppo.objectives import defaults
 from gppo.objectives.aggregation import AGG_MODES
@@ -125,7 +129,7 @@ class GridAxes(_Strict):
 class Objective(_Strict):
     ratio_bounds: tuple[float, float] | None = defaults.RATIO_BOUNDS
     dual_clip: DualClip = defaults.DUAL_CLIP
-    loss_agg_mode: Literal[LOSS_AGG_MODES] = "token-mean"  # type: ignore[valid-type]
+    loss_agg_mode: Literal[LOSS_AGG_MODES] = defaults.LOSS_AGG_MODE  # type: ignore[valid-type]
 
     @field_validator("ratio_bounds")
     @classmethod
@@ -140,7 +144,7 @@ class Calibration(_Strict):
 
 
 class Eval(_Strict):
-    k: int = Field(8, ge=1, le=1024)
+    k: int = Field(DEFAULT_EVAL_K, ge=1, le=1024)
 
 
 class Tracking(_Strict):
@@ -234,7 +238,7 @@ class Override(_Strict):
 
 class GridSpec(_Strict):
     name: str
-    backend: str = "local"
+    backend: str = DEFAULT_BACKEND
     settings: dict[str, Any] = Field(default_factory=dict)  # the backend's own section
     grid: GridAxes = Field(default_factory=GridAxes)
     baselines: list[BaselineName] = Field(default_factory=list)

@@ -26,6 +26,7 @@ import torch
 
 from .aggregation import agg_loss, check_agg_mode, masked_sum
 from .checks import check_same_shape
+from .defaults import LOSS_AGG_MODE
 from .losses import LOG_RATIO_CLAMP, full_precision, work_dtype
 
 Tensor = torch.Tensor
@@ -136,7 +137,7 @@ def gspo_loss(
     advantages: Tensor,
     response_mask: Tensor,
     *,
-    loss_agg_mode: str = "token-mean",
+    loss_agg_mode: str = LOSS_AGG_MODE,
     clip_ratio_low: float,
     clip_ratio_high: float,
     global_batch_info: dict[str, Any] | None = None,
@@ -164,7 +165,7 @@ def gmpo_loss(
     advantages: Tensor,
     response_mask: Tensor,
     *,
-    loss_agg_mode: str = "token-mean",
+    loss_agg_mode: str = LOSS_AGG_MODE,
     clip_ratio_low: float,
     clip_ratio_high: float,
     global_batch_info: dict[str, Any] | None = None,
@@ -192,7 +193,7 @@ def sapo_loss(
     advantages: Tensor,
     response_mask: Tensor,
     *,
-    loss_agg_mode: str = "token-mean",
+    loss_agg_mode: str = LOSS_AGG_MODE,
     tau_pos: float,
     tau_neg: float,
     global_batch_info: dict[str, Any] | None = None,
@@ -219,7 +220,7 @@ def cispo_loss(
     advantages: Tensor,
     response_mask: Tensor,
     *,
-    loss_agg_mode: str = "token-mean",
+    loss_agg_mode: str = LOSS_AGG_MODE,
     clip_ratio_low: float,
     clip_ratio_high: float,
     global_batch_info: dict[str, Any] | None = None,
@@ -258,7 +259,7 @@ def clip_cov_loss(
     advantages: Tensor,
     response_mask: Tensor,
     *,
-    loss_agg_mode: str = "token-mean",
+    loss_agg_mode: str = LOSS_AGG_MODE,
     clip_ratio_low: float,
     clip_ratio_high: float,
     clip_cov_ratio: float,

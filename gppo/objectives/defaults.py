@@ -5,11 +5,13 @@ config all read them. Plain data, no torch.
 * ``R_MIN``: δ is calibrated as |f(r_min)| (docs/conventions.md "Calibration");
 * ``RATIO_BOUNDS``: every per-token region intersected with [0.5, 10];
 * ``DUAL_CLIP``: a negative-advantage token's loss capped at -c A (verl's ``clip_ratio_c``);
+* ``LOSS_AGG_MODE``: how a loss aggregates its token matrix when a spec does not say
+  (``token-mean``: docs/conventions.md);
 * ``REFERENCE``: the cell Table 1's relative change is measured against, ``tv/mc`` (GRPO's cell,
   PPO's clip): the grid spec's ``reference`` and the report's default.
 
 (The last two are our reading of the paper's "dual clipping ... with lower and upper bounds of 0.5
-and 10": README, "A reading of an ambiguous sentence".)
+and 10": docs/library.md, "The reading of the paper's dual clip".)
 """
 
 from __future__ import annotations
@@ -18,3 +20,4 @@ R_MIN: float = 0.8
 RATIO_BOUNDS: tuple[float, float] = (0.5, 10.0)
 DUAL_CLIP: float = 10.0
 REFERENCE: str = "tv/mc"
+LOSS_AGG_MODE: str = "token-mean"

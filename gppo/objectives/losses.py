@@ -44,7 +44,7 @@ from .checks import (
     check_ratio_bounds,
     check_same_shape,
 )
-from .defaults import DUAL_CLIP, R_MIN, RATIO_BOUNDS
+from .defaults import DUAL_CLIP, LOSS_AGG_MODE, R_MIN, RATIO_BOUNDS
 from .divergences import get_divergence
 from .estimators import get_estimator
 from .regions import (
@@ -342,7 +342,7 @@ def gppo_policy_loss(
     r_min: float = R_MIN,
     ratio_bounds: tuple[float, float] | None = RATIO_BOUNDS,
     dual_clip: float | None = DUAL_CLIP,
-    loss_agg_mode: str = "token-mean",
+    loss_agg_mode: str = LOSS_AGG_MODE,
     global_batch_info: dict[str, Any] | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """The GPPO policy loss of one Divergence x Estimator cell (Eq. 11), verl's convention.

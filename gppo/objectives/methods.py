@@ -102,7 +102,7 @@ class Method:
         advantages: Tensor,
         response_mask: Tensor,
         *,
-        loss_agg_mode: str = "token-mean",
+        loss_agg_mode: str = defaults.LOSS_AGG_MODE,
         global_batch_info: dict[str, Any] | None = None,
         **params: Any,
     ) -> tuple[Tensor, dict[str, float]]:

@@ -36,7 +36,9 @@ Attempts (:mod:`gppo.sweep.attempts`)
     retry with exponential backoff, each change an ``Event`` (submitted, running, step,
     finished, failed, retrying, stalled, killed, ended, stopped, outage, recovered); the
     launcher and the tuner
-    both drive it. One :class:`~gppo.sweep.outage.OutageClock` per service (cluster, tracking).
+    both drive it. The driver runs only the cluster's :class:`~gppo.sweep.outage.OutageClock`
+    (its status rounds and submissions); the tracking server's clock is the owner's
+    (:class:`~gppo.sweep.watch.Watch` holds both).
 
 Launch (:mod:`gppo.sweep.launch`)
     ``Launcher(plan, address=, max_concurrent=, detach=, poll_s=1.0, on_update=, on_event=,

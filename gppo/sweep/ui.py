@@ -22,6 +22,7 @@ from typing import Any
 from urllib.parse import quote, urlencode
 
 from gppo import metrics as M
+from gppo.cell import DEFAULT_EVAL_K
 from gppo.store.tracking import sweep_filter
 
 ENV_HOME = "GPPO_UI_HOME"
@@ -35,7 +36,9 @@ READY_TIMEOUT_S = 120.0
 WORKFLOW = {"workflowType": "machine_learning"}
 
 
-def runs_url(base: str, experiment_id: str, sweep_id: str | None = None, k: int = 8) -> str:
+def runs_url(
+    base: str, experiment_id: str, sweep_id: str | None = None, k: int = DEFAULT_EVAL_K
+) -> str:
     """The experiment's runs table: the sweep's cells only, best avg@k first."""
     params = dict(WORKFLOW)
     if sweep_id:

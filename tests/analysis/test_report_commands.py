@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -150,8 +151,25 @@ def test_report_default_folder_is_the_one_the_launcher_uses(tmp_path, monkeypatc
     args = ["report", "--from-csv", str(PAPER_CSV), "--format", "csv", "--no-figures"]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert (tmp_path / REPORTS_DIR / "from-csv" / "table1.csv").exists()
     assert "reports/from-csv" in result.output
+    # what a reader of the file relies on: one row per (domain, cell) of the input, each
+    # benchmark's score in percent, Avg. their mean (both shown to one decimal), the reference's
+    # relative change 0
+    with (tmp_path / REPORTS_DIR / "from-csv" / "table1.csv").open() as f:
+        rows = {(r["domain"], r["cell"]): r for r in csv.DictReader(f)}
+    scores: dict[tuple[str, str], dict[str, float]] = {}
+    with PAPER_CSV.open() as f:
+        for r in csv.DictReader(f):
+            scores.setdefault((r["domain"], r["cell"]), {})[r["benchmark"]] = float(r["score"])
+    assert rows.keys() == scores.keys()
+    for key, by_bench in scores.items():
+        row = rows[key]
+        for bench, score in by_bench.items():
+            assert float(row[bench]) == pytest.approx(100 * score, abs=0.051), (key, bench)
+        mean = 100 * sum(by_bench.values()) / len(by_bench)
+        assert float(row["avg"]) == pytest.approx(mean, abs=0.051), key
+        assert row["n_seeds"] == "1" and row["significant"] == "false", key
+    assert float(rows[("math", "tv/mc")]["rel_pct"]) == 0.0
 
 
 def test_report_of_a_sweep_that_never_ran_exits_2_with_one_line(tmp_path, store):

@@ -262,7 +262,7 @@ def _run_verl(cell: Cell, tmp_path: Path, monkeypatch) -> tuple[object, str, int
         _verl_session(monkeypatch, uri, run_id, steps)
 
     monkeypatch.setattr(entry, "_run_verl", stand_in)
-    monkeypatch.chdir(tmp_path)  # the cell's checkpoint directory is relative: the job's cwd
+    monkeypatch.setenv("GPPO_CACHE_DIR", str(tmp_path / "cache"))  # the checkpoints' default root
     argv = list(get_backend("verl").job(cell).argv[3:])
     argv[argv.index("--total-steps") + 1] = "2"
     assert entry.main(argv) == 0
@@ -276,10 +276,18 @@ ROUTE_SECTIONS = {"trl-real": _trl_real_section}
 
 
 def test_every_built_in_backend_has_a_protocol_run():
-    from gppo.backends.base import BUILT_IN
+    """The backends this package ships, read from its installed entry points (not a list kept
+    here), each have a run of their entrypoint below: a fourth one added to pyproject.toml
+    fails here until it has one."""
+    from importlib.metadata import entry_points
 
-    backends = {name.partition("-")[0] for name in PROTOCOL_RUNS}
-    assert backends == {b for b in BUILT_IN if b in BACKENDS.names()}
+    from gppo.backends.base import ENTRY_POINT_GROUP, built_in_backends
+
+    declared = {ep.name for ep in entry_points(group=ENTRY_POINT_GROUP)}
+    shipped = built_in_backends()
+    assert shipped[0] == "local" and set(shipped) <= declared
+    assert "probe" in BACKENDS.names() and "probe" not in shipped  # registered by hand: not ours
+    assert {name.partition("-")[0] for name in PROTOCOL_RUNS} == set(shipped)
 
 
 @pytest.mark.slow
@@ -323,3 +331,20 @@ def test_a_later_sweep_of_a_finished_cell_trains_it_afresh(name, tmp_path):
         client, run_id, eval_k=cell.eval_k, benchmarks=cell.benchmarks, final_step=steps
     )
     assert problems == []  # without the claim: no train/score at steps 1..2 (nothing trained)
+
+
+@pytest.mark.parametrize(
+    "name", [n for n in BACKENDS.names() if not get_backend(n).preflight_train_step]
+)
+def test_check_refuses_train_step_where_the_backend_has_none(name, tmp_path):
+    """``check --train-step`` on a backend without a training-step check: one line naming the
+    option and the backend, a non-zero exit, no cell checked (not the option silently dropped)."""
+    from typer.testing import CliRunner
+
+    from gppo.cli.app import app
+
+    _plan(tmp_path, name)
+    res = CliRunner().invoke(app, ["check", "--train-step", str(tmp_path / "grid.yaml")])
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert res.exit_code not in (0, None) and len(lines) == 1, res.output
+    assert f"--train-step: backend {name!r} has no training-step check" in lines[0]

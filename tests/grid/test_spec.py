@@ -152,3 +152,17 @@ def test_load_plan_from_file(tmp_path):
     plan = load_plan(p)
     assert len(plan.cells) == 12 and plan.sweep_id.startswith("fromfile-")
     assert plan.cell("kl-mc-s0").divergence == "kl"
+
+
+def test_a_spec_without_backend_or_eval_gets_the_defaults_written_once():
+    """``backend`` and ``eval.k`` default to gppo.cell's constants, in the YAML reader, the schema
+    and the cells alike; the tuner reads a base spec's backend through the same reader."""
+    from gppo.cell import DEFAULT_BACKEND, DEFAULT_EVAL_K
+    from gppo.grid.load import backend_of, spec_from_yaml
+
+    plain = spec_from_yaml({"name": "t"}, "g.yaml")
+    assert (plain.backend, plain.eval.k) == (DEFAULT_BACKEND, DEFAULT_EVAL_K) == ("local", 8)
+    cell = expand(spec(), "g.yaml")[0]
+    assert cell.eval_k == DEFAULT_EVAL_K and cell.backend == "probe"
+    assert backend_of({"name": "t"}) == DEFAULT_BACKEND
+    assert backend_of({"name": "t", "backend": "verl"}) == "verl"

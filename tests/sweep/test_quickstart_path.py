@@ -14,7 +14,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
-from gppo.backends.local.shipped import shipped_record
+from gppo.testbed.shipped import shipped_record
 
 FORK_SERVER = "gppo.backends.local.forkserver"
 
@@ -78,11 +78,11 @@ def test_quickstart_launch_trains_local_cells_under_its_own_ray_head(tmp_path) -
         step0 = [m.value for m in base if m.step == 0]
         assert len(step0) == 1
         # each cell's Ray job handed it to the launch's fork server (imports done once)
-        assert run.data.metrics["perf/forked"] == 1.0
+        assert run.data.metrics[M.PERF_FORKED] == 1.0
     # nothing warm-started (the shipped base); the base's step-0 evaluation is computed by the
     # first cell(s) and read by the later ones, with the same numbers
     assert list((tmp_path / "empty-cache").glob("base-*.pt")) == []
-    reused = [run.data.metrics["perf/base_eval_reused"] for run in cells.values()]
+    reused = [run.data.metrics[M.PERF_BASE_EVAL_REUSED] for run in cells.values()]
     assert 1.0 in reused and 0.0 in reused, reused
     step0_means = {
         min(

@@ -19,7 +19,7 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.backends.cell_run import CellRun, evaluation_points
-from gppo.cell import Cell, cell_id
+from gppo.cell import DEFAULT_EVAL_K, Cell, cell_id
 from gppo.store.health import exit_if_refused
 from gppo.store.tracking import cell_tags
 
@@ -85,13 +85,14 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
     backend protocol: :mod:`gppo.backends.cell_run`)."""
     import torch
 
-    from gppo.backends.local.answer_prob import answer_summary, probe_problems
-    from gppo.backends.local.base_eval import cached_base_eval
-    from gppo.backends.local.evaluate import avg_at_k, evaluate
+    from gppo.backends.cell_loss import make_loss
     from gppo.backends.local.settings import LocalSettings
-    from gppo.backends.local.tasks import get_domain
-    from gppo.backends.local.train import Trainer, make_loss
-    from gppo.backends.local.warmstart import load_base_model, warmstart_hash
+    from gppo.backends.local.train import Trainer
+    from gppo.testbed.answer_prob import answer_summary, probe_problems
+    from gppo.testbed.base_eval import cached_base_eval
+    from gppo.testbed.evaluate import avg_at_k, evaluate
+    from gppo.testbed.tasks import get_domain
+    from gppo.testbed.warmstart import load_base_model, warmstart_hash
 
     t_start = time.perf_counter()
     startup = _process_age_s()  # process start -> here: interpreter, imports, MLflow client
@@ -196,20 +197,20 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
         for q, b in zip(policy.parameters(), base_params, strict=False)
     )
     perf = {
-        "perf/param_delta_l2": delta**0.5,
-        "perf/base_model_s": t_base,
-        "perf/eval_s": t_eval,
-        "perf/base_eval_reused": float(reused),
-        "perf/train_s": t_train,
-        "perf/sample_s": prof.sample_s,
-        "perf/update_s": prof.update_s,
-        "perf/sample_tokens_per_s": prof.sample_tokens / max(prof.sample_s, 1e-9),
-        "perf/update_tokens_per_s": prof.update_tokens / max(prof.update_s, 1e-9),
-        "perf/peak_rss_mb": _peak_rss_mb(),
-        "perf/total_s": time.perf_counter() - t_start,
-        "perf/startup_s": startup,
-        "perf/forked": float(os.environ.get(ENV_FORKED) == "1"),  # by the fork server
-        "perf/cpu_s": time.process_time(),  # whole process, imports included
+        M.PERF_PARAM_DELTA_L2: delta**0.5,
+        M.PERF_BASE_MODEL_S: t_base,
+        M.PERF_EVAL_S: t_eval,
+        M.PERF_BASE_EVAL_REUSED: float(reused),
+        M.PERF_TRAIN_S: t_train,
+        M.PERF_SAMPLE_S: prof.sample_s,
+        M.PERF_UPDATE_S: prof.update_s,
+        M.PERF_SAMPLE_TOKENS_PER_S: prof.sample_tokens / max(prof.sample_s, 1e-9),
+        M.PERF_UPDATE_TOKENS_PER_S: prof.update_tokens / max(prof.update_s, 1e-9),
+        M.PERF_PEAK_RSS_MB: _peak_rss_mb(),
+        M.PERF_TOTAL_S: time.perf_counter() - t_start,
+        M.PERF_STARTUP_S: startup,
+        M.PERF_FORKED: float(os.environ.get(ENV_FORKED) == "1"),  # by the fork server
+        M.PERF_CPU_S: time.process_time(),  # whole process, imports included
     }
     if log is not None:
         log.log(perf, s.steps)
@@ -244,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delta", type=float)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--domain", choices=["math", "code"])
-    p.add_argument("--k", type=int, default=8, help="samples per prompt for avg@k")
+    p.add_argument("--k", type=int, default=DEFAULT_EVAL_K, help="samples per prompt for avg@k")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="a LocalSettings field")
     p.add_argument("--tracking-uri", help="standalone: MLflow store (default MLflow's)")
     p.add_argument("--experiment", default="gppo-local", help="standalone: experiment name")

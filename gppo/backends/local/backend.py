@@ -29,7 +29,7 @@ class LocalBackend(Backend):
     logs_selection_score = True  # the domain's validation prompts, disjoint from its benchmarks
 
     def default_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
-        from gppo.backends.local.tasks import get_domain
+        from gppo.testbed.tasks import get_domain
 
         return get_domain(LocalSettings.model_validate(settings).domain).benchmark_names
 

@@ -65,12 +65,12 @@ PRELOAD = (
     "mlflow.store.tracking.sqlalchemy_store",
     "gppo.store.run_logger",
     "gppo.backends.local.__main__",
-    "gppo.backends.local.base_eval",
-    "gppo.backends.local.evaluate",
+    "gppo.testbed.base_eval",
+    "gppo.testbed.evaluate",
     "gppo.backends.local.train",
-    "gppo.backends.local.warmstart",
-    "gppo.backends.local.tasks_math",
-    "gppo.backends.local.tasks_code",
+    "gppo.testbed.warmstart",
+    "gppo.testbed.tasks_math",
+    "gppo.testbed.tasks_code",
 )
 HEADER = struct.Struct("!I")  # the request's length
 MAX_REQUEST = 16 << 20

@@ -1,5 +1,5 @@
 """The RL loop: GRPO-style group-relative advantages with any method of the objectives registry
-(:func:`make_loss`: the cell's loss, the same losses as the verl path).
+(:func:`gppo.backends.cell_loss.make_loss`: the cell's loss, the same losses as the verl path).
 
 One iteration (= one MLflow step):
 1. draw ``prompts_per_step`` training prompts (benchmark prompts never occur), sample G
@@ -13,54 +13,20 @@ One iteration (= one MLflow step):
 
 from __future__ import annotations
 
-import random
 import time
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from gppo.backends.local.no_dynamo import AdamW
-from gppo.backends.local.policy import Policy, response_log_probs
-from gppo.backends.local.rollout import Rollout, completed, sample
+from gppo.backends.cell_loss import LossFn
 from gppo.backends.local.settings import LocalSettings
-from gppo.backends.local.tasks import Domain
 from gppo.metrics import reduce_step
-
-LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
-
-
-def make_loss(method: str, loss_params: Mapping[str, Any]) -> tuple[LossFn, str]:
-    """``(loss_fn, loss_agg_mode)`` for a cell: ``get_method(method)`` with resolved params.
-
-    ``loss_fn(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode=...)`` returns
-    ``(loss, metrics)``; ``loss_agg_mode`` is taken out of the params (default token-mean).
-    """
-    from gppo.objectives.methods import get_method
-
-    m = get_method(method)
-    params = dict(loss_params)
-    agg = str(params.pop("loss_agg_mode", "token-mean"))
-    resolved = m.resolve(params)
-
-    def loss_fn(
-        old_log_prob: torch.Tensor,
-        log_prob: torch.Tensor,
-        advantages: torch.Tensor,
-        response_mask: torch.Tensor,
-        loss_agg_mode: str = agg,
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        return m.loss(
-            old_log_prob,
-            log_prob,
-            advantages,
-            response_mask,
-            loss_agg_mode=loss_agg_mode,
-            **resolved,
-        )
-
-    return loss_fn, agg
+from gppo.objectives.defaults import LOSS_AGG_MODE
+from gppo.testbed.no_dynamo import AdamW
+from gppo.testbed.policy import Policy, response_log_probs
+from gppo.testbed.rollout import Rollout, completed, sample
+from gppo.testbed.tasks import Domain, train_rng
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6) -> torch.Tensor:
@@ -101,7 +67,7 @@ class Trainer:
         settings: LocalSettings,
         loss_fn: LossFn,
         seed: int,
-        loss_agg_mode: str = "token-mean",
+        loss_agg_mode: str = LOSS_AGG_MODE,
     ) -> None:
         self.policy = policy
         self.domain = domain
@@ -109,7 +75,7 @@ class Trainer:
         self.loss_fn = loss_fn
         self.agg = loss_agg_mode
         torch.manual_seed(seed)
-        self.prompt_rng = random.Random(f"gppo-local/train/{seed}")
+        self.prompt_rng = train_rng(seed)
         self.sample_gen = torch.Generator().manual_seed(10_000 + seed)
         self.shuffle_gen = torch.Generator().manual_seed(20_000 + seed)
         # torch.optim.AdamW without torch._dynamo's imports; fused: one kernel for every

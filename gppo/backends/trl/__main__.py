@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from gppo import metrics
+from gppo.backends import checkpoints
 from gppo.backends.cell_run import CellRun
 from gppo.backends.checkpoints import claim_checkpoints
 from gppo.backends.trl.realmodel import CellParts
@@ -42,8 +44,6 @@ from gppo.backends.trl.settings import TrlSettings
 from gppo.cell import Cell
 from gppo.errors import BackendError
 
-#: The step of the checkpoint a retried attempt resumed from (logged at the run's last step then).
-RESUMED_FROM = "perf/resumed_from_step"
 #: How long a process waits at a barrier (or any collective) for the others: the main process
 #: evaluates alone meanwhile, and the launcher's stall detection, not this, catches a hang.
 BARRIER_TIMEOUT_S = 6 * 3600
@@ -132,7 +132,7 @@ def grpo_config(s: TrlSettings, seed: int, output_dir: Path, max_new_tokens: int
 def cell_checkpoint_dir(cell: Cell, s: TrlSettings) -> Path:
     """The cell's TRL output directory: stable across retries, new when its settings change (and
     claimed by the cell's run before training: :mod:`gppo.backends.checkpoints`)."""
-    return Path(s.checkpoint_dir).expanduser() / f"{cell.id}-{cell.config_hash}"
+    return checkpoints.cell_checkpoint_dir(cell, "trl", s.checkpoint_dir)
 
 
 #: what transformers writes into a ``checkpoint-N`` directory last (after the weights, optimiser,
@@ -198,10 +198,11 @@ def testbed_parts(s: TrlSettings, cell: Cell, benchmarks: list[str]) -> CellPart
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from gppo.backends.verl.testbed import build_testbed_assets, testbed_score, train_problems
-    from gppo.backends.verl.yardstick import score_model_dir
+    from gppo.testbed.hf_assets import build_testbed_assets, train_problems
+    from gppo.testbed.reward import testbed_score
+    from gppo.testbed.yardstick import score_model_dir
 
-    assets = build_testbed_assets(s.domain)
+    assets = build_testbed_assets(s.domain, s.warmstart_target)
     problems = train_problems(s.domain, cell.seed, s.steps, s.prompts_per_step)
     data = Dataset.from_list([{"prompt": p.prompt, "answer": p.answer} for p in problems])
 
@@ -240,7 +241,7 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     from transformers.trainer_callback import PrinterCallback
 
     from gppo.backends.base import get_backend
-    from gppo.backends.local.train import make_loss
+    from gppo.backends.cell_loss import make_loss
     from gppo.backends.trl.trainer import GppoGRPOTrainer, use_mask_positions
 
     t0 = time.perf_counter()
@@ -303,7 +304,7 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
         print(f"[trl] resuming from {resume}", flush=True)
         if run is not None:  # the step of the checkpoint this attempt resumed from
             done = int(Path(resume).name.rpartition("-")[2]) // s.updates_per_step
-            run.log({RESUMED_FROM: done}, run.last_step() or done)
+            run.log({metrics.PERF_RESUMED_FROM: done}, run.last_step() or done)
     t_train = time.perf_counter()
     trainer.train(resume_from_checkpoint=resume)
     t_train = time.perf_counter() - t_train
@@ -321,8 +322,9 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     scores = score(trainer.accelerator.unwrap_model(trainer.model), final_dir, s.steps)
     if run is not None:
         peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-        perf = {"perf/train_s": t_train, "perf/total_s": time.perf_counter() - t0}
-        run.log({**perf, "perf/peak_rss_mb": peak_mb, "perf/processes": s.processes}, s.steps)
+        perf = {metrics.PERF_TRAIN_S: t_train, metrics.PERF_TOTAL_S: time.perf_counter() - t0}
+        perf.update({metrics.PERF_PEAK_RSS_MB: peak_mb, metrics.PERF_PROCESSES: s.processes})
+        run.log(perf, s.steps)
         run.finish(s.steps)
     _wait_for_everyone()
     return scores

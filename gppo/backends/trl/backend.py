@@ -30,14 +30,14 @@ class TrlBackend(Backend):
 
     def default_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
         """The testbed domain's four benchmarks; ``testbed: false``: the domain's paper
-        benchmarks among ``val_files`` (verl's rule), else every ``val_files`` key."""
+        benchmarks among ``val_files``, else every ``val_files`` key
+        (:func:`gppo.backends.rldata.default_benchmarks`, verl's rule too)."""
         s = TrlSettings.model_validate(settings)
         if not s.testbed:
-            from gppo.backends.verl.settings import DOMAIN_BENCHMARKS
+            from gppo.backends.rldata import default_benchmarks
 
-            paper = tuple(b for b in DOMAIN_BENCHMARKS[s.domain] if b in s.val_files)
-            return paper or tuple(s.val_files)
-        from gppo.backends.local.tasks import get_domain
+            return default_benchmarks(s.domain, s.val_files)
+        from gppo.testbed.tasks import get_domain
 
         return get_domain(s.domain).benchmark_names
 
@@ -68,9 +68,9 @@ class TrlBackend(Backend):
         return results
 
     def prepare_data(self, input_path, output_path, source, *, split, skip_invalid):  # type: ignore[no-untyped-def]
-        """verl's RL parquet, written by verl's converter (:func:`gppo.backends.verl.data.prepare`,
+        """verl's RL parquet, written by verl's converter (:func:`gppo.backends.rldata.prepare`,
         which imports no verl): one file per benchmark, so a prepared file serves both backends."""
-        from gppo.backends.verl.data import prepare
+        from gppo.backends.rldata import prepare
 
         return prepare(input_path, output_path, source, split=split, skip_invalid=skip_invalid)
 

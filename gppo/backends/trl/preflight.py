@@ -14,7 +14,7 @@ def check_cell(cell: Cell, batch: int = 16, tokens: int = 8) -> CellCheck:
     :class:`CellCheck`."""
     import torch
 
-    from gppo.backends.local.train import make_loss
+    from gppo.backends.cell_loss import make_loss
     from gppo.backends.trl.settings import TrlSettings
 
     try:

@@ -1,7 +1,7 @@
 """The ``testbed: false`` route of a TRL cell: a Hugging Face model of your own on prepared data.
 
 Data are the parquet files ``gppo-sweep data prepare -b trl`` writes (verl's RL schema,
-:mod:`gppo.backends.verl.data`): one row per prompt with ``prompt`` (chat messages),
+:mod:`gppo.backends.rldata`): one row per prompt with ``prompt`` (chat messages),
 ``data_source`` (selects the scorer), ``reward_model.ground_truth`` and ``extra_info``. Here
 
 * :func:`read_rows` turns a file into TRL's rows ``{"prompt", "data_source", "ground_truth",
@@ -10,7 +10,7 @@ Data are the parquet files ``gppo-sweep data prepare -b trl`` writes (verl's RL 
   plain text; prompts over ``max_prompt_length`` tokens are left out, as verl's
   ``filter_overlong_prompts`` does;
 * :func:`reward` is the training reward TRL calls with those columns as keyword lists: each
-  completion's ``score`` from :func:`gppo.backends.verl.reward.compute_score` (the scorer verl's
+  completion's ``score`` from :func:`gppo.backends.rewards.compute_score` (the scorer verl's
   cells use, by ``data_source``);
 * :class:`Evaluator` scores a model: avg@k per benchmark, k samples per prompt at the cell's
   ``val_temperature``, each counted by ``compute_score``'s ``acc`` (0 or 1), averaged over (prompt,
@@ -72,7 +72,7 @@ def prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
 def read_rows(path: str | Path, s: TrlSettings, tokenizer: Any) -> list[dict[str, Any]]:
     """The rows of one prepared parquet as TRL rows (the module docstring), prompts over
     ``max_prompt_length`` tokens left out; raises :class:`BackendError` when none is left."""
-    from gppo.backends.verl.data import read_rows as read_file
+    from gppo.backends.rldata import read_rows as read_file
 
     src = Path(path).expanduser()
     if not src.is_file():
@@ -109,7 +109,7 @@ def read_rows(path: str | Path, s: TrlSettings, tokenizer: Any) -> list[dict[str
 def check_scorers(data_sources: set[str]) -> None:
     """Every data source has a scorer here: a known name, and verl installed for the scorers that
     are verl's (math, code); one-line :class:`BackendError` otherwise."""
-    from gppo.backends.verl.reward import SCORER_OF, TESTBED_SCORERS
+    from gppo.backends.rewards import SCORER_OF, TESTBED_SCORERS
 
     unknown = sorted(data_sources - set(SCORER_OF))
     if unknown:
@@ -141,7 +141,7 @@ def reward(
     **_: Any,
 ) -> list[float]:
     """TRL reward function: ``compute_score(...)["score"]`` of each completion (len B)."""
-    from gppo.backends.verl.reward import compute_score
+    from gppo.backends.rewards import compute_score
 
     extra = extra_info or [None] * len(completions)
     return [
@@ -190,7 +190,7 @@ class Evaluator:
 
     @staticmethod
     def _acc(row: dict[str, Any], text: str) -> float:
-        from gppo.backends.verl.reward import compute_score
+        from gppo.backends.rewards import compute_score
 
         result = compute_score(row["data_source"], text, row["ground_truth"], row["extra_info"])
         return float(result["acc"])

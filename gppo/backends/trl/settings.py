@@ -1,17 +1,18 @@
 """The ``trl:`` section of a grid spec: one cell trained by TRL's ``GRPOTrainer``.
 
-Defaults are the CPU testbed's RL settings (``backend: local``): G = 8 samples at temperature 1,
-32 prompts per step, 8 mini-batch updates per step, one epoch, token-mean, AdamW lr 1e-4 constant,
-weight decay 0, gradient clip 1, no KL, no entropy bonus, float32, no dropout, no gradient
-checkpointing (TRL's own defaults differ: bf16, gradient checkpointing, a shuffled dataset).
+Defaults are the CPU testbed's RL settings (:data:`gppo.testbed.settings.RL`, as ``backend:
+local``'s): G = 8 samples at temperature 1, 32 prompts per step, 8 mini-batch updates per step,
+one epoch, token-mean, AdamW lr 1e-4 constant, weight decay 0, gradient clip 1, no KL, no entropy
+bonus, float32, no dropout, no gradient checkpointing (TRL's own defaults differ: bf16, gradient checkpointing, a shuffled dataset).
 One *step* here is one generation batch and its updates, as in the testbed and in verl (TRL's own
 ``global_step`` counts optimiser updates: ``minibatches * ppo_epochs`` per step).
 
-Two routes. ``testbed: true`` (the default) trains the CPU testbed's exported base on its tasks.
+Two routes. ``testbed: true`` (the default) trains the CPU testbed's exported base on its tasks
+(``warmstart_target`` picks a member of the base family: :mod:`gppo.testbed.hf_assets`).
 ``testbed: false`` trains a Hugging Face model of your own (``model_path``) on data written by
 ``gppo-sweep data prepare -b trl`` (verl's parquet schema, so a spec's ``model_path``,
 ``train_file``, ``val_files``, ``max_prompt_length`` and ``domain`` mean the same under ``verl:``
-and ``trl:``), rewarded and scored by :func:`gppo.backends.verl.reward.compute_score`
+and ``trl:``), rewarded and scored by :func:`gppo.backends.rewards.compute_score`
 (:mod:`gppo.backends.trl.realmodel`).
 
 Processes. ``num_gpus: 0`` trains on the CPU, ``num_gpus: 1`` on one CUDA GPU, both in one
@@ -26,7 +27,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
+
+from gppo.testbed.settings import RL, BaseModelSettings, ChoosesABase, base_settings
 
 #: ``max_new_tokens`` of a ``testbed: false`` cell that sets none.
 DEFAULT_MAX_NEW_TOKENS = 1024
@@ -34,7 +37,7 @@ DEFAULT_MAX_NEW_TOKENS = 1024
 OWN_MODEL_ONLY = ("max_prompt_length", "chat_template", "eval_prompts", "eval_batch_size")
 
 
-class TrlSettings(BaseModel):
+class TrlSettings(ChoosesABase):
     """Validated ``trl:`` section (unknown keys refused)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -60,17 +63,23 @@ class TrlSettings(BaseModel):
     eval_prompts: int | None = Field(None, ge=1)
     #: ``testbed: false``: sequences one evaluation ``generate`` call samples.
     eval_batch_size: int = Field(64, ge=1)
-    steps: int = Field(60, ge=1, description="generation batches (each: rollouts + updates)")
-    prompts_per_step: int = Field(32, ge=1)
-    group_size: int = Field(8, ge=2, description="G: samples per prompt")
-    minibatches: int = Field(8, ge=1, description="optimiser updates per step and epoch")
-    ppo_epochs: int = Field(1, ge=1, description="TRL's num_iterations")
-    lr: float = Field(1e-4, gt=0)
+    #: ``testbed: true``: the base of the testbed's family to train, picked by its warm-start
+    #: target (``base-math-target0.03`` for 0.03; :mod:`gppo.testbed.shipped`); None: the default
+    warmstart_target: float | None = Field(None, gt=0, le=1)
+    # the testbed's RL defaults (gppo.testbed.settings.RL)
+    steps: int = Field(RL.steps, ge=1, description="generation batches (each: rollouts + updates)")
+    prompts_per_step: int = Field(RL.prompts_per_step, ge=1)
+    group_size: int = Field(RL.group_size, ge=2, description="G: samples per prompt")
+    minibatches: int = Field(
+        RL.minibatches, ge=1, description="optimiser updates per step and epoch"
+    )
+    ppo_epochs: int = Field(RL.ppo_epochs, ge=1, description="TRL's num_iterations")
+    lr: float = Field(RL.lr, gt=0)
     lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
     warmup_steps: int = Field(0, ge=0, description="optimiser updates of linear warm-up")
-    weight_decay: float = Field(0.0, ge=0)
-    grad_clip: float | None = Field(1.0, gt=0)
-    temperature: float = Field(1.0, gt=0)
+    weight_decay: float = Field(RL.weight_decay, ge=0)
+    grad_clip: float | None = Field(RL.grad_clip, gt=0)
+    temperature: float = Field(RL.temperature, gt=0)
     #: the evaluation's sampling temperature (avg@k, both routes), as verl's ``val_temperature``
     #: (same name, same default: a section moves between ``verl:`` and ``trl:``)
     val_temperature: float = Field(1.0, gt=0)
@@ -91,11 +100,13 @@ class TrlSettings(BaseModel):
         1, ge=1, description="num_gpus: 0: data-parallel CPU processes (gloo); else num_gpus"
     )
     num_threads: int = Field(1, ge=1, description="torch threads of the cell (CPU)")
-    eval_seed: int = Field(1234, description="the evaluation's sampling seed (avg@k)")
+    eval_seed: int = Field(RL.eval_seed, description="the evaluation's sampling seed (avg@k)")
     save_every: int = Field(10, ge=1, description="steps between checkpoints (resume)")
-    checkpoint_dir: str = Field(
-        "~/.cache/gppo-sweep/trl-checkpoints",
-        description="cells' TRL checkpoints (a retried attempt resumes from its cell's latest)",
+    checkpoint_dir: str | None = Field(
+        None,
+        min_length=1,
+        description="cells' TRL checkpoints (a retried attempt resumes from its cell's latest); "
+        "None: the cache root's checkpoints/trl (gppo.backends.checkpoints)",
     )
 
     @model_validator(mode="after")
@@ -152,6 +163,11 @@ class TrlSettings(BaseModel):
                     "evaluator are its own: whole benchmarks, plain-text prompts)"
                 )
             return
+        if self.warmstart_target is not None:
+            raise ValueError(
+                "warmstart_target picks a base of the testbed's family: it needs testbed: true "
+                "(testbed: false trains model_path)"
+            )
         missing = [k for k in ("model_path", "train_file", "val_files") if k not in own]
         if missing:
             raise ValueError(
@@ -171,10 +187,15 @@ class TrlSettings(BaseModel):
         if self.max_new_tokens is not None:
             return self.max_new_tokens
         if self.testbed:
-            from gppo.backends.local.tasks import get_domain
+            from gppo.testbed.tasks import get_domain
 
             return get_domain(self.domain).max_new_tokens
         return DEFAULT_MAX_NEW_TOKENS
+
+    @property
+    def base(self) -> BaseModelSettings:
+        """``testbed: true``: the testbed base this cell trains (picked by ``warmstart_target``)."""
+        return base_settings(self.domain, self.warmstart_target)
 
     @property
     def updates_per_step(self) -> int:

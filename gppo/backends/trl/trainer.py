@@ -4,8 +4,8 @@
 own helper (``_get_per_token_logps_and_entropies``), π_old from the batch
 (``old_per_token_logps``; TRL leaves it out when the update is on-policy, then it is the detached
 current log-prob, as in TRL), the advantages are TRL's (group-normalised, broadcast over tokens),
-and the loss is ``gppo.objectives``' (the call the testbed and the verl plugin make:
-:func:`gppo.backends.local.train.make_loss`). Its diagnostics (clip fractions per side and per
+and the loss is the cell's (:func:`gppo.backends.cell_loss.make_loss`, the testbed loop's too; the
+verl plugin calls the same objectives through :func:`gppo.objectives.losses.gppo_token_loss`). Its diagnostics (clip fractions per side and per
 μ bucket, approx KL, …) are reduced over the step's updates (and, with more than one process,
 over the processes) as the testbed reduces them (:func:`gppo.metrics.reduce_step`: the largest
 ``ratio_max``, the mean of the rest) and handed to ``on_step`` once per generation batch.
@@ -26,8 +26,9 @@ from typing import Any
 import torch
 from trl import GRPOTrainer
 
-from gppo.backends.local.hf_export import mask_positions
 from gppo.metrics import reduce_step
+from gppo.objectives.defaults import LOSS_AGG_MODE
+from gppo.testbed.hf_export import mask_positions
 
 #: ``on_step(step, values)``: one generation batch's metrics under the loss's own keys plus
 #: ``score`` (mean reward), ``entropy`` and ``response_length``
@@ -55,7 +56,7 @@ class GppoGRPOTrainer(GRPOTrainer):
         self,
         *args: Any,
         loss_fn: Callable[..., tuple[torch.Tensor, dict[str, float]]],
-        loss_agg_mode: str = "token-mean",
+        loss_agg_mode: str = LOSS_AGG_MODE,
         on_step: StepHook | None = None,
         **kwargs: Any,
     ) -> None:

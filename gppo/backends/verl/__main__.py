@@ -25,7 +25,10 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from gppo import metrics
 from gppo.backends.cell_run import CellRun, ProtocolError
+from gppo.cell import DEFAULT_EVAL_K
+from gppo.testbed.settings import RL
 
 
 def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
@@ -35,7 +38,7 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     split = argv.index("--")
     parser = argparse.ArgumentParser(prog="python -m gppo.backends.verl")
     parser.add_argument("--benchmarks", required=True, help="comma-separated data_source names")
-    parser.add_argument("--eval-k", type=int, default=8)
+    parser.add_argument("--eval-k", type=int, default=DEFAULT_EVAL_K)
     parser.add_argument("--total-steps", type=int, required=True)
     parser.add_argument("--mirror-every", type=float, default=60.0, help="seconds")
     parser.add_argument(
@@ -46,8 +49,13 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         "--testbed", metavar="DOMAIN", help="a verl.testbed cell: the testbed's assets and scores"
     )
     parser.add_argument("--seed", type=int, default=0, help="the cell's seed (--testbed)")
-    parser.add_argument("--prompts-per-step", type=int, default=32, help="(--testbed)")
-    parser.add_argument("--eval-seed", type=int, default=1234, help="(--testbed)")
+    parser.add_argument(
+        "--prompts-per-step", type=int, default=RL.prompts_per_step, help="(--testbed)"
+    )
+    parser.add_argument("--eval-seed", type=int, default=RL.eval_seed, help="(--testbed)")
+    parser.add_argument(
+        "--warmstart-target", type=float, default=None, help="(--testbed) the base's; none: default"
+    )
     return parser.parse_args(argv[:split]), argv[split + 1 :]
 
 
@@ -81,10 +89,6 @@ class _Mirror:
         self._thread.join(timeout=30)
 
 
-#: Seconds one testbed evaluation took (import and avg@k), at the step it scored.
-TESTBED_EVAL_S = "perf/testbed_eval_s"
-
-
 class _Testbed:
     """The testbed side of a ``verl.testbed`` cell: its assets and the testbed evaluator's scores."""
 
@@ -92,17 +96,18 @@ class _Testbed:
         self.args, self.benchmarks = args, benchmarks
 
     def prepare(self) -> None:
-        from gppo.backends.verl.testbed import build_testbed_assets, ensure_train_stream
+        from gppo.testbed.hf_assets import build_testbed_assets, ensure_train_stream
 
         a = self.args
-        self.assets = build_testbed_assets(a.testbed)
+        self.assets = build_testbed_assets(a.testbed, a.warmstart_target)
         ensure_train_stream(self.assets, a.seed, a.total_steps, a.prompts_per_step)
 
     def score(self, run: CellRun | None, step: int) -> None:
         """avg@k of the base (step 0) or of verl's checkpoint at ``step``, logged once."""
         import time
 
-        from gppo.backends.verl.yardstick import final_hf_dir, score_model_dir
+        from gppo.backends.verl.resume import final_hf_dir
+        from gppo.testbed.yardstick import score_model_dir
 
         a = self.args
         t0 = time.perf_counter()
@@ -115,7 +120,7 @@ class _Testbed:
             flush=True,
         )
         if run is not None and run.log_evaluation(scores, step, once=True) is not None:
-            run.log({TESTBED_EVAL_S: time.perf_counter() - t0}, step)
+            run.log({metrics.PERF_TESTBED_EVAL_S: time.perf_counter() - t0}, step)
             run.flush()
 
 

@@ -29,8 +29,9 @@ import importlib.util
 from typing import ClassVar
 
 from gppo.backends.base import Backend, Job, register_backend
+from gppo.backends.rldata import default_benchmarks
 from gppo.backends.verl.overrides import cell_checkpoint_dir, cell_overrides
-from gppo.backends.verl.settings import DOMAIN_BENCHMARKS, VerlSettings
+from gppo.backends.verl.settings import VerlSettings
 from gppo.cell import Cell, Resources
 
 PLUGIN_MODULE = "gppo.backends.verl.plugin"
@@ -73,11 +74,10 @@ class VerlBackend(Backend):
     entrypoint_module: ClassVar[str] = "gppo.backends.verl"
     reuse_run_on_retry: ClassVar[bool] = True
     entrypoint_holds_resources: ClassVar[bool] = False
+    preflight_train_step: ClassVar[bool] = True
 
     def default_benchmarks(self, settings: VerlSettings) -> tuple[str, ...]:
-        files = settings.benchmark_files
-        domain = tuple(b for b in DOMAIN_BENCHMARKS[settings.domain] if b in files)
-        return domain or tuple(files)
+        return default_benchmarks(settings.domain, settings.benchmark_files)
 
     def known_benchmarks(self, settings: VerlSettings) -> tuple[str, ...]:
         return tuple(settings.benchmark_files)
@@ -105,9 +105,9 @@ class VerlBackend(Backend):
         return check_plan(plan, spec_path, say, train_step=train_step)
 
     def prepare_data(self, input_path, output_path, source, *, split, skip_invalid):  # type: ignore[no-untyped-def]
-        """verl's RL parquet (:func:`gppo.backends.verl.data.prepare`): one file per benchmark,
-        its ``data_source`` naming the scorer (:data:`gppo.backends.verl.reward.SCORER_OF`)."""
-        from gppo.backends.verl.data import prepare
+        """verl's RL parquet (:func:`gppo.backends.rldata.prepare`): one file per benchmark,
+        its ``data_source`` naming the scorer (:data:`gppo.backends.rewards.SCORER_OF`)."""
+        from gppo.backends.rldata import prepare
 
         return prepare(input_path, output_path, source, split=split, skip_invalid=skip_invalid)
 
@@ -124,9 +124,9 @@ class VerlBackend(Backend):
 
             build_smoke_assets()
         if settings.testbed:
-            from gppo.backends.verl.testbed import build_testbed_assets
+            from gppo.testbed.hf_assets import build_testbed_assets
 
-            build_testbed_assets(settings.domain)
+            build_testbed_assets(settings.domain, settings.warmstart_target)
 
     def job(self, cell: Cell) -> Job:
         settings: VerlSettings = self.settings_of(cell)  # type: ignore[assignment]
@@ -173,6 +173,11 @@ class VerlBackend(Backend):
                     str(settings.prompts_per_step),
                     "--eval-seed",
                     str(settings.eval_seed),
+                    *(
+                        ("--warmstart-target", f"{settings.warmstart_target!r}")
+                        if settings.warmstart_target is not None
+                        else ()
+                    ),
                 )
                 if settings.testbed
                 else ()

@@ -36,7 +36,7 @@ ROLLOUT = "actor_rollout_ref.rollout"
 #: Our PolicyLossConfig subclass (defined in the plugin module, imported by Hydra in each worker).
 GPPO_LOSS_TARGET = "gppo.backends.verl.plugin.GPPOPolicyLossConfig"
 #: The custom reward function: benchmark names -> verl's own scorers (see reward.py).
-REWARD_PATH = "pkg://gppo.backends.verl.reward"
+REWARD_PATH = "pkg://gppo.backends.rewards"
 REWARD_NAME = "compute_score"
 
 #: Our baseline method name -> verl's registered loss mode (each method carries its own:
@@ -75,8 +75,11 @@ class OverrideError(BackendError):
 
 
 def cell_checkpoint_dir(cell: Cell, settings: VerlSettings) -> str:
-    """Per-cell checkpoint directory: stable across retries, new when the cell's settings change."""
-    return f"{settings.checkpoint_dir.rstrip('/')}/{cell.id}-{cell.config_hash}"
+    """Per-cell checkpoint directory: stable across retries, new when the cell's settings change
+    (:func:`gppo.backends.checkpoints.cell_checkpoint_dir`, resolved on the launching machine)."""
+    from gppo.backends.checkpoints import cell_checkpoint_dir as cell_dir
+
+    return str(cell_dir(cell, "verl", settings.checkpoint_dir))
 
 
 def _loss_overrides(cell: Cell) -> dict[str, Any]:
@@ -174,7 +177,7 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         f"{ACTOR}.ulysses_sequence_parallel_size": s.sequence_parallel,
         f"{ACTOR}.use_kl_loss": False,
         f"{ACTOR}.entropy_coeff": 0,
-        f"{ACTOR}.loss_agg_mode": "token-mean",
+        f"{ACTOR}.loss_agg_mode": defaults.LOSS_AGG_MODE,
         f"{ACTOR}.clip_ratio_c": 10.0,
         f"{ACTOR}.data_loader_seed": cell.seed,
         f"{ACTOR}.checkpoint.save_contents": [

@@ -57,3 +57,14 @@ def align_checkpoints(ckpt_dir: str | Path, logged_step: int) -> str | None:
         f"checkpoint of step {saved} was saved but never logged (the attempt died in between): "
         f"resuming from step {target}, so the run logs steps {target + 1}..{saved} once"
     )
+
+
+def final_hf_dir(checkpoint_dir: str | Path, step: int) -> Path:
+    """verl's Hugging Face export of the actor at ``step`` (``save_contents`` with ``hf_model``)."""
+    path = Path(checkpoint_dir) / f"{STEP_DIR}{step}" / "actor" / "huggingface"
+    if not (path / "config.json").is_file():
+        raise FileNotFoundError(
+            f"no Hugging Face checkpoint of step {step} at {path} (verl saves it at the last step "
+            "when checkpoint.save_contents has hf_model)"
+        )
+    return path

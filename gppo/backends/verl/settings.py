@@ -13,21 +13,14 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from gppo.backends.verl.smoke import SMOKE_SOURCE, SmokeAssets, assets_root
-from gppo.backends.verl.testbed import TestbedAssets
-
-#: Evaluation benchmarks per domain (the paper's Table 1 columns), in report order.
-DOMAIN_BENCHMARKS: dict[str, tuple[str, ...]] = {
-    "math": ("aime24", "aime25", "brumo25", "smt25"),
-    "code": ("codeforces", "codecontests", "taco", "apps"),
-}
-#: ``data_source`` of the training rows per domain.
-TRAIN_DATA_SOURCE: dict[str, str] = {"math": "dapo_math_17k", "code": "eurus_code_25k"}
+from gppo.testbed.hf_assets import TestbedAssets
+from gppo.testbed.settings import RL, ChoosesABase
 
 
-class VerlSettings(BaseModel):
+class VerlSettings(ChoosesABase):
     """Everything about a verl cell that is not the loss (the loss comes from the Cell)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -46,11 +39,14 @@ class VerlSettings(BaseModel):
     #: Face model) on the testbed's own training prompts, benchmarks and exact 0/1 reward, and
     #: score the base and the final policy with the testbed's own evaluator (avg@k, seed
     #: ``eval_seed``), so the rows line up with ``backend: local`` cells
-    #: (:mod:`gppo.backends.verl.testbed`). ``model_path``, ``train_file`` and ``val_files`` must
+    #: (:mod:`gppo.testbed.hf_assets`). ``model_path``, ``train_file`` and ``val_files`` must
     #: then be left out.
     testbed: bool = False
-    #: The testbed evaluator's seed (``testbed: true``; LocalSettings.eval_seed).
-    eval_seed: int = 1234
+    #: ``testbed: true``: the base of the testbed's family to train, picked by its warm-start
+    #: target (:mod:`gppo.testbed.shipped`); None: the domain's default base.
+    warmstart_target: float | None = Field(None, gt=0, le=1)
+    #: The testbed evaluator's seed (``testbed: true``; the testbed's, RL.eval_seed).
+    eval_seed: int = RL.eval_seed
     #: When verl runs its own validation (vLLM samples, ``val_files``): ``all`` at step 0, every
     #: ``eval_every`` steps and at the end; ``final`` at the end only; ``none`` never. A cell's
     #: scores come from it unless ``testbed: true`` (then it is a second number,
@@ -109,7 +105,9 @@ class VerlSettings(BaseModel):
     save_every: int = Field(50, ge=1)
     max_checkpoints_to_keep: int = Field(1, ge=1)
     #: Base directory (shared by all nodes) for checkpoints; each cell gets its own sub-directory.
-    checkpoint_dir: str = Field("checkpoints", min_length=1)
+    #: None: ``checkpoints/verl`` under the launching machine's cache root
+    #: (:func:`gppo.backends.checkpoints.checkpoint_root`): on a cluster, set a shared directory.
+    checkpoint_dir: str | None = Field(None, min_length=1)
     #: How often (seconds) the cell's entrypoint copies verl's metrics onto ours in its MLflow run;
     #: the launcher sees progress (and stalls) through them.
     mirror_every_s: float = Field(60.0, gt=0)
@@ -147,13 +145,15 @@ class VerlSettings(BaseModel):
                 f"verl_validation: {self.verl_validation!r} needs testbed: true (without it, "
                 "verl's validation is the cell's evaluation at step 0 and at the end)"
             )
+        if self.warmstart_target is not None and not self.testbed:
+            raise ValueError("warmstart_target picks a testbed base: it needs testbed: true")
         if self.testbed:
             if self.domain != "math":
                 raise ValueError(
                     "testbed: true is built for domain math only (the code domain's programs "
                     "are not exported to verl yet)"
                 )
-            from gppo.backends.verl.testbed import check_testbed_fits
+            from gppo.testbed.hf_assets import check_testbed_fits
 
             check_testbed_fits(
                 self.domain, self.max_prompt_length, self.max_response_length, self.cpu
@@ -181,7 +181,9 @@ class VerlSettings(BaseModel):
     @property
     def testbed_assets(self) -> TestbedAssets | None:
         """The CPU testbed's exported base and tasks (``testbed: true``), else None."""
-        return TestbedAssets.for_domain(self.domain) if self.testbed else None
+        if not self.testbed:
+            return None
+        return TestbedAssets.for_domain(self.domain, self.warmstart_target)
 
     @property
     def model(self) -> str:

@@ -2,17 +2,16 @@
 ``scripts/gpu-smoke.sh``), built on the launching machine (nothing downloaded): a tiny
 random Qwen2 (:func:`gppo.backends.verl.tiny.tiny_causal_lm`) and two small arithmetic data
 sets written by ``gppo-sweep data prepare``'s own converter with data source ``smoke`` (the
-reward of :func:`gppo.backends.verl.reward.smoke_score`, which varies within a group even for a
+reward of :func:`gppo.backends.rewards.smoke_score`, which varies within a group even for a
 random policy, so advantages and gradients are non-zero).
 
-They live in ``$GPPO_CACHE_DIR/verl-cpu-smoke/<version>`` (default ``~/.cache/gppo-sweep``),
+They live in ``verl-cpu-smoke/<version>`` under the cache root (:func:`gppo.testbed.cache.cache_root`),
 built once under a file lock; a new :data:`ASSETS_VERSION` builds a new set.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,9 +47,10 @@ class SmokeAssets:
 
 
 def assets_root() -> Path:
-    base = os.environ.get("GPPO_CACHE_DIR")
-    root = Path(base) if base else Path.home() / ".cache" / "gppo-sweep"
-    return root / "verl-cpu-smoke" / ASSETS_VERSION
+    """``verl-cpu-smoke/<version>`` under the cache root (:func:`gppo.testbed.cache.cache_root`)."""
+    from gppo.testbed.cache import cache_root
+
+    return cache_root() / "verl-cpu-smoke" / ASSETS_VERSION
 
 
 def _problems(n: int, seed: int) -> list[dict[str, str]]:
@@ -65,14 +65,14 @@ def _problems(n: int, seed: int) -> list[dict[str, str]]:
 
 
 def build_smoke_assets(root: Path | None = None) -> SmokeAssets:
-    """Build (once: :func:`~gppo.backends.verl.once.build_once`) and return the smoke assets
+    """Build (once: :func:`~gppo.testbed.cache.build_once`) and return the smoke assets
     under ``root`` (default :func:`assets_root`)."""
-    from gppo.backends.verl.once import build_once
+    from gppo.testbed.cache import build_once
 
     assets = SmokeAssets(Path(root) if root is not None else assets_root())
 
     def build() -> None:
-        from gppo.backends.verl.data import prepare
+        from gppo.backends.rldata import prepare
         from gppo.backends.verl.tiny import tiny_causal_lm
 
         tiny_causal_lm(assets.model_dir)

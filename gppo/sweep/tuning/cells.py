@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from gppo.grid import Cell, GridSpec, SpecError, expand
 from gppo.grid.axes import spec_path
+from gppo.grid.load import backend_of
 from gppo.sweep.tuning.space import TrialConfig, corner_configs, trial_spec
 from gppo.sweep.tuning.spec import TuneSpec, TuneSpecError
 
@@ -38,7 +39,7 @@ def check_spec(spec: TuneSpec) -> GridSpec:
 
 def _space_error(spec: TuneSpec, cfg: TrialConfig, err: SpecError) -> TuneSpecError:
     """Name the part of the tuning spec a grid error came from (the space, or the base)."""
-    backend = str(spec.base.get("backend", "local"))
+    backend = backend_of(spec.base)
     searched = {cfg.lr_key: "tune.space.lr"} if cfg.lr_key else {}
     searched.update({k: f"tune.space.settings.{k}" for k in cfg.settings})
     if err.path.startswith("tune.space"):  # the path parser's own error

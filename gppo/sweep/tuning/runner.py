@@ -34,7 +34,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from gppo.backends.base import Job, get_backend
-from gppo.cell import Cell
+from gppo.cell import DEFAULT_EVAL_K, Cell
 from gppo.errors import ClusterUnreachable, StoreFull, TrackingUnreachable, TuneError
 from gppo.grid import SpecError
 from gppo.store.health import fail_fast
@@ -120,7 +120,7 @@ class Tuner:
         self.active: dict[int, Active] = {}
         self.failures = 0
         self.last_failure = ""
-        self.k = int((spec.base.get("eval") or {}).get("k", 8))
+        self.k = int((spec.base.get("eval") or {}).get("k", DEFAULT_EVAL_K))
         self._last_beat = 0.0
         #: what the backend's ``serving`` makes of a trial's job (its fork server, for local)
         self._served: Callable[[Job], Job] = lambda job: job

@@ -24,7 +24,7 @@ from gppo.cell import cell_id, match_cell_key
 from gppo.grid import registries
 from gppo.grid.axes import check_path, put, spec_path
 from gppo.grid.errors import from_validation_error
-from gppo.grid.load import SETTINGS, spec_from_yaml, spec_to_yaml
+from gppo.grid.load import SETTINGS, backend_of, spec_from_yaml, spec_to_yaml
 from gppo.grid.schema import GridSpec
 from gppo.sweep.tuning.spec import ALPHA_FAMILY, RadiusRange, Range, Space, TuneSpec
 
@@ -161,7 +161,7 @@ def search_path(spec: TuneSpec, key: str) -> str:
     axes' parser (:func:`gppo.grid.axes.check_path`: what an axis may vary, a search may)."""
     from gppo.backends.base import get_backend
 
-    backend = str(spec.base.get("backend", "local"))
+    backend = backend_of(spec.base)
     path = spec_path(key, backend)
     fields = tuple(get_backend(backend).settings_model.model_fields)
     lr = spec.tune.space.lr
@@ -208,7 +208,7 @@ def best_axes_grid(spec: TuneSpec, cfg: TrialConfig) -> dict[str, Any]:
     radius at best ÷ step, best, best x step (inside the searched range), so a launch shows how
     the best cell responds near its optimum (the response figure, the rank summary)."""
     grid = best_grid(spec, cfg)
-    space, backend = spec.tune.space, str(spec.base.get("backend", "local"))
+    space, backend = spec.tune.space, backend_of(spec.base)
     axes: dict[str, list[float]] = {}
     if cfg.radius_param == "r_min" and cfg.radius is not None and space.radius is not None:
         r = space.radius

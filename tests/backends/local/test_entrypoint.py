@@ -84,7 +84,7 @@ def test_cell_logs_into_the_dispatchers_run(tmp_path) -> None:
         assert all(0.0 <= m.value <= 1.0 for m in hist)
     # some rewards were non-zero, so training changed the policy's parameters
     assert max(m.value for m in client.get_metric_history(run_id, M.TRAIN_SCORE)) > 0
-    assert run.data.metrics["perf/param_delta_l2"] > 0
+    assert run.data.metrics[M.PERF_PARAM_DELTA_L2] > 0
 
     # standalone: no MLFLOW_RUN_ID -> the entry point makes its own run and ends it
     proc = _run(

@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from gppo import metrics as M
 from gppo.backends.local import forkserver
 
 pytestmark = pytest.mark.slow
@@ -73,7 +74,7 @@ def test_a_forked_cell_gives_the_numbers_of_a_fresh_process(tmp_path, server):
     fresh_summary = json.loads((tmp_path / "b").read_text())
     assert forked["evals"] == fresh_summary["evals"]  # avg@k of the base and the trained policy
     assert forked["history"] == fresh_summary["history"]  # every step's metrics, to the last bit
-    assert forked["perf"]["perf/forked"] == 1.0 and fresh_summary["perf"]["perf/forked"] == 0.0
+    assert forked["perf"][M.PERF_FORKED] == 1.0 and fresh_summary["perf"][M.PERF_FORKED] == 0.0
     assert "[grpo-s0] eval step 2" in forked["stdout"]  # the cell wrote into the job's stdout
 
 
@@ -86,9 +87,9 @@ def test_the_cells_exit_code_and_error_reach_the_job(server):
 
 def test_without_a_server_the_client_runs_the_cell_itself(tmp_path):
     alone = _summary(tmp_path, "alone", TINY, None)
-    assert alone["perf"]["perf/forked"] == 0.0 and alone["evals"]
+    assert alone["perf"][M.PERF_FORKED] == 0.0 and alone["evals"]
     dead = _summary(tmp_path, "dead", TINY, str(tmp_path / "no-server.sock"))
-    assert dead["perf"]["perf/forked"] == 0.0 and dead["evals"] == alone["evals"]
+    assert dead["perf"][M.PERF_FORKED] == 0.0 and dead["evals"] == alone["evals"]
 
 
 def _wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 120) -> str:

@@ -25,11 +25,11 @@ import pytest
 import torch
 
 from gppo import metrics as M
-from gppo.backends.local.evaluate import evaluate
 from gppo.backends.local.settings import LocalSettings
-from gppo.backends.local.shipped import shipped_record
-from gppo.backends.local.tasks import get_domain
-from gppo.backends.local.warmstart import load_base_model
+from gppo.testbed.evaluate import evaluate
+from gppo.testbed.shipped import shipped_record
+from gppo.testbed.tasks import get_domain
+from gppo.testbed.warmstart import load_base_model
 
 RECORD_TOL = 0.02  # per benchmark, avg@8 (fraction): 10 of its 512 samples
 MIN_GAIN = 0.08  # domain mean, avg@8 (fraction): 8 points

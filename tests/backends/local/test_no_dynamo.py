@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from gppo.backends.local.no_dynamo import AdamW
+from gppo.testbed.no_dynamo import AdamW
 
 
 def _train(

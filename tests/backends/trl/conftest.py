@@ -9,7 +9,7 @@ pytest.importorskip("trl", reason="TRL is in the trl and test extras (pip instal
 
 @pytest.fixture(scope="module")
 def base_dir():
-    from gppo.backends.verl.testbed import build_testbed_assets
+    from gppo.testbed.hf_assets import build_testbed_assets
 
     return build_testbed_assets("math").model_dir
 

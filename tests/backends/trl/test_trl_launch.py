@@ -21,7 +21,7 @@ from helpers import alive, cell_runs
 
 from gppo import metrics as M
 from gppo.backends.cell_run import protocol_violations
-from gppo.backends.trl.__main__ import RESUMED_FROM
+from gppo.metrics import PERF_RESUMED_FROM as RESUMED_FROM
 from gppo.store.tracking import Tracking
 
 pytestmark = pytest.mark.slow

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from helpers import launch_table1
 
-from gppo.backends.local.shipped import shipped_record
+from gppo.testbed.shipped import shipped_record
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +57,7 @@ def test_a_loss_that_does_nothing_gains_exactly_nothing(tmp_path, monkeypatch):
     testbed evaluator (deterministic) scores it exactly as the base."""
     import torch
 
-    import gppo.backends.local.train as train
+    import gppo.backends.cell_loss as train
     from gppo.backends.trl.__main__ import run_cell
     from gppo.cell import Cell
 

@@ -54,7 +54,7 @@ def _value_and_grads(trainer, inputs):
     ("loss_type", "agg"), [("bnpo", "token-mean"), ("grpo", "seq-mean-token-mean")]
 )
 def test_trls_clipped_loss_is_our_tv_mc(base_dir, tmp_path, loss_type, agg):
-    from gppo.backends.local.train import make_loss
+    from gppo.backends.cell_loss import make_loss
     from gppo.backends.trl.trainer import GppoGRPOTrainer
 
     stock, _ = make_trainer(base_dir, tmp_path / "stock", loss_type=loss_type, epsilon=EPS)
@@ -95,7 +95,7 @@ def test_a_steps_metrics_are_reduced_over_its_updates_as_the_testbed_reduces_the
 ):
     """Two updates of one step, the second further off-policy: the step's ``ratio_max`` is the
     larger of the two (as the testbed's), every other diagnostic their mean."""
-    from gppo.backends.local.train import make_loss
+    from gppo.backends.cell_loss import make_loss
     from gppo.backends.trl.trainer import GppoGRPOTrainer
 
     loss_fn, mode = make_loss("gppo", {"divergence": "tv", "estimator": "mc", "delta": EPS})

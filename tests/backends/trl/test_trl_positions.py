@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # loads TRL and two models (about 10 s)
 
 
 def _batch():
-    from gppo.backends.local.tasks import get_domain
+    from gppo.testbed.tasks import get_domain
 
     dom = get_domain("math")
     problems = [p for name in dom.benchmark_names for p in dom.benchmark(name)[:4]]
@@ -22,8 +22,8 @@ def _batch():
 
 def _trl_and_testbed_logps(trainer, base_dir):
     """TRL's per-token log-probs of (prompt, answer) rows, and the testbed policy's."""
-    from gppo.backends.local.hf_export import import_policy
-    from gppo.backends.local.policy import response_log_probs
+    from gppo.testbed.hf_export import import_policy
+    from gppo.testbed.policy import response_log_probs
 
     prompts, answers = _batch()
     tok = trainer.processing_class

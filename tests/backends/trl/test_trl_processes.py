@@ -21,11 +21,12 @@ from gppo import metrics as M
 from gppo.backends.base import get_backend
 from gppo.backends.cell_run import protocol_violations
 from gppo.backends.checkpoints import OWNER_FILE
-from gppo.backends.trl.__main__ import RESUMED_FROM, cell_checkpoint_dir
+from gppo.backends.trl.__main__ import cell_checkpoint_dir
 from gppo.backends.trl.settings import TrlSettings
 from gppo.cell import Cell
 from gppo.errors import GppoError
 from gppo.grid import load_plan
+from gppo.metrics import PERF_RESUMED_FROM as RESUMED_FROM
 
 STEPS, K, MINIBATCHES = 2, 2, 2
 BENCHMARKS = ("add-small",)

@@ -50,7 +50,7 @@ def test_the_testbed_evaluator_scores_at_val_temperature(tmp_path):
     """The testbed route's score is the testbed evaluator's at ``val_temperature`` (near-greedy
     samples of the base score otherwise than at the default 1)."""
     from gppo.backends.trl.__main__ import testbed_parts
-    from gppo.backends.verl.yardstick import score_model_dir
+    from gppo.testbed.yardstick import score_model_dir
 
     cell = Cell(id="tv-mc-s0", method="gppo", seed=0, backend="trl", eval_k=2,
                 loss_params={"divergence": "tv", "estimator": "mc"})  # fmt: skip

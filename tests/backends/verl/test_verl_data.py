@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from gppo.backends.verl.data import DataPrepError, prepare
-from gppo.backends.verl.reward import compute_score
+from gppo.backends.rewards import compute_score
+from gppo.backends.rldata import DataPrepError, prepare
 from gppo.cli.data import data_app
 
 from .conftest import DATA
@@ -72,34 +72,33 @@ def test_code_fixture_rejections(tmp_path):
 
 def test_cli_prepare(tmp_path):
     out = tmp_path / "smt25.parquet"
-    res = runner.invoke(
-        data_app, ["prepare", str(DATA / "math_raw.jsonl"), str(out), "-s", "smt25"]
-    )
+    args = ["prepare", str(DATA / "math_raw.jsonl"), str(out), "-b", "verl"]
+    res = runner.invoke(data_app, [*args, "-s", "smt25"])
     assert res.exit_code == 2 and "cannot be converted" in res.output and not out.exists()
-    res = runner.invoke(
-        data_app,
-        ["prepare", str(DATA / "math_raw.jsonl"), str(out), "-s", "smt25", "--skip-invalid"],
-    )
+    res = runner.invoke(data_app, [*args, "-s", "smt25", "--skip-invalid"])
     assert res.exit_code == 0 and "wrote 4 rows (smt25)" in res.output and out.exists()
-    res = runner.invoke(
-        data_app, ["prepare", str(DATA / "math_raw.jsonl"), str(out), "-s", "gsm8k"]
-    )
+    res = runner.invoke(data_app, [*args, "-s", "gsm8k"])
     assert res.exit_code == 2 and "unknown data source 'gsm8k'; known:" in res.output
 
 
 def test_data_prepare_is_the_backends_hook(tmp_path):
-    """``--backend`` picks whose hook converts the file: verl's by default; a backend whose cells
-    read no prepared data refuses in one line, an unknown one lists the known, nothing written."""
+    """``--backend`` picks whose hook converts the file (by default a spec's default backend); a
+    backend whose cells read no prepared data refuses in one line naming those that do (from the
+    registry), an unknown one lists the known, nothing written."""
     out = tmp_path / "smt25.parquet"
     args = ["prepare", str(DATA / "math_raw.jsonl"), str(out), "-s", "smt25", "--skip-invalid"]
     res = runner.invoke(data_app, [*args, "--backend", "verl"])
     assert res.exit_code == 0 and "wrote 4 rows (smt25)" in res.output and out.exists()
     out.unlink()
     for backend, says in [
-        ("local", "backend 'local' reads no prepared data files"),
-        ("no-such", "known: "),
+        ((), "backend 'local' reads no prepared data files"),
+        (
+            ("--backend", "local"),
+            "for a backend that trains on a user's data: --backend trl | verl",
+        ),
+        (("--backend", "no-such"), "known: "),
     ]:
-        res = runner.invoke(data_app, [*args, "--backend", backend])
+        res = runner.invoke(data_app, [*args, *backend])
         lines = [ln for ln in res.output.splitlines() if ln.strip()]
         assert res.exit_code != 0 and len(lines) == 1 and says in lines[0], res.output
         assert not out.exists()

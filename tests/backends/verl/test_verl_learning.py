@@ -23,7 +23,7 @@ import pytest
 import yaml
 from helpers import launch_table1
 
-from gppo.backends.local.shipped import shipped_record
+from gppo.testbed.shipped import shipped_record
 
 from .conftest import REPO
 

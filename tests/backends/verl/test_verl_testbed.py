@@ -16,13 +16,13 @@ import pytest
 from pydantic import ValidationError
 
 from gppo import metrics as m
-from gppo.backends.local.tasks import get_domain
-from gppo.backends.verl import testbed
+from gppo.backends.rewards import compute_score
 from gppo.backends.verl.metrics_map import mapped_points
 from gppo.backends.verl.overrides import build_overrides
-from gppo.backends.verl.reward import compute_score
 from gppo.backends.verl.settings import VerlSettings
 from gppo.cell import Cell
+from gppo.testbed import hf_assets as testbed
+from gppo.testbed.tasks import get_domain
 
 from .conftest import REPO
 
@@ -63,9 +63,9 @@ def _cell(settings: VerlSettings, seed: int = 2) -> Cell:
 
 
 def test_the_training_stream_is_the_testbeds_own_prompts_in_its_order(cache):
-    from gppo.backends.local.policy import Policy, PolicyConfig
     from gppo.backends.local.settings import LocalSettings
     from gppo.backends.local.train import Trainer
+    from gppo.testbed.policy import Policy, PolicyConfig
 
     assets = testbed.TestbedAssets.for_domain("math")
     path = testbed.ensure_train_stream(assets, seed=5, steps=3, prompts_per_step=4)

@@ -59,11 +59,25 @@ def test_chat_template_renders_and_tokenizes(reloaded):
     assert reloaded.decode(ids) == text
 
 
-def test_verls_qwen_continuous_token_builder_accepts_it(reloaded):
-    """The builder verl picks for Qwen2 checks "\\n" and ``<|im_end|>`` when it is built."""
+def test_verls_qwen_continuous_token_builder_merges_a_turn_as_the_template_renders_it(reloaded):
+    """The builder verl picks for Qwen2 (it checks "\\n" and ``<|im_end|>`` when built): a
+    generation stopped at ``<|im_end|>``, then a new user turn, gives the tokens the chat template
+    renders for the whole conversation (the missing newline inserted, nothing else)."""
     from verl.utils.tokenizer.continuous_token import QwenContinuousTokenBuilder
 
-    QwenContinuousTokenBuilder(reloaded)
+    builder = QwenContinuousTokenBuilder(reloaded)
+    before = [{"role": "user", "content": "1+1="}, {"role": "assistant", "content": "2"}]
+    after = [*before, {"role": "user", "content": "2+2="}]
+    prompt = reloaded.apply_chat_template(
+        before[:1], add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    generated = prompt + reloaded.encode("2<|im_end|>", add_special_tokens=False)
+    merged = builder.merge_context_tokens(before, after, generated)
+    whole = reloaded.apply_chat_template(
+        after, add_generation_prompt=True, tokenize=True, return_dict=False
+    )
+    assert merged.inserted_token_ids == [ord("\n")]
+    assert merged.token_ids == whole
 
 
 def test_heads_are_large_enough_for_vllm_cpu(tiny_model_dir):

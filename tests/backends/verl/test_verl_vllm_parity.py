@@ -16,13 +16,13 @@ import subprocess
 import pytest
 import torch
 
-from gppo.backends.local.hf_export import export_policy
-from gppo.backends.local.policy import response_log_probs
 from gppo.backends.local.settings import LocalSettings
-from gppo.backends.local.tasks import get_domain
-from gppo.backends.local.vocab import EOS, encode, left_pad
-from gppo.backends.local.warmstart import load_base_model
 from gppo.backends.verl.cpu import CPU_ENV
+from gppo.testbed.hf_export import export_policy
+from gppo.testbed.policy import response_log_probs
+from gppo.testbed.tasks import get_domain
+from gppo.testbed.vocab import EOS, encode, left_pad
+from gppo.testbed.warmstart import load_base_model
 
 pytestmark = pytest.mark.slow
 

@@ -56,6 +56,6 @@ def test_a_local_study_runs_its_trials_through_the_fork_server(tmp_path) -> None
     for run in trials:
         assert run.info.status == "FINISHED"
         assert 0.0 <= run.data.metrics[M.eval_domain_metric(8)] <= 1.0
-        assert run.data.metrics["perf/forked"] == 1.0  # imports done once, by the server
+        assert run.data.metrics[M.PERF_FORKED] == 1.0  # imports done once, by the server
     server = "gppo.backends.local.forkserver"
     assert not [p for p in psutil.process_iter(["cmdline"]) if server in (p.info["cmdline"] or [])]

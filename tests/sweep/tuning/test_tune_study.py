@@ -142,8 +142,13 @@ def test_per_cell_cli_named_metric_default_trial_and_failures(tmp_path: Path, ra
     assert result.exit_code == 0, result.output
     assert "trial 0 failed" in result.output and "1 failed, best " in result.output
     assert "per-cell tuning" in result.output
-    for cell in ("tv-mc", "tv-atomic"):
-        assert (out / f"tp.{cell}" / "best.yaml").exists()
+    for cell, estimator in (("tv-mc", "mc"), ("tv-atomic", "atomic")):
+        # each cell's best.yaml is a ready-to-launch spec of that cell at its study's best lr
+        best = optuna.load_study(study_name=f"tp.{cell}", storage=storage_url(spec)).best_trial
+        plan = load_plan(out / f"tp.{cell}" / "best.yaml")
+        assert {(c.divergence, c.estimator) for c in plan.cells} == {("tv", estimator)}, cell
+        lrs = [c.settings["lr"] for c in plan.cells]
+        assert lrs == pytest.approx([best.params["lr"]] * len(lrs)), cell
     cells = (out / "cells.md").read_text().splitlines()
     assert cells[2].startswith("| tp.tv-mc | 2 | ") and cells[3].startswith(
         "| tp.tv-atomic | 2 | - |"

@@ -5,14 +5,14 @@ and its warm-start key; ``base-<domain>.json`` holds the key's hash, how it was 
 avg@8 per benchmark as measured when it was shipped. The exploration family (docs/testbed.md,
 "When does the estimator matter?") ships beside it as ``base-<domain>-<setting><value>.pt`` /
 ``.json``: the same recipe with one warm-start setting changed (``warmstart_target``).
-:func:`shipped_file` is what :func:`~gppo.backends.local.warmstart.load_base_model` consults
+:func:`shipped_file` is what :func:`~gppo.testbed.warmstart.load_base_model` consults
 first: a spec whose base-model settings hash to a shipped key trains from that file and builds
 nothing.
 
 Rebuild and re-ship a base with :mod:`.ship` (then commit both files)::
 
-    python -m gppo.backends.local.ship --domain math
-    python -m gppo.backends.local.ship --domain math --set warmstart_target=0.1
+    python -m gppo.testbed.ship --domain math
+    python -m gppo.testbed.ship --domain math --set warmstart_target=0.1
 """
 
 from __future__ import annotations
@@ -21,9 +21,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gppo.cell import DEFAULT_EVAL_K
+
 SHIPPED_DIR = Path(__file__).with_name("base_models")
-#: the evaluation the record is taken with (the spec defaults: avg@8, LocalSettings.eval_seed)
-RECORD_K = 8
+#: the evaluation the record is taken with (the spec defaults: avg@k with the default k, the
+#: testbed's eval seed RL.eval_seed)
+RECORD_K = DEFAULT_EVAL_K
 
 
 def base_name(domain: str, changed: dict[str, Any] | None = None) -> str:
@@ -53,7 +56,9 @@ def shipped_record(domain: str, changed: dict[str, Any] | None = None) -> dict[s
 
 def shipped_records(domain: str) -> list[dict[str, Any]]:
     """Every shipped base of ``domain``: the default first, then the family by file name."""
-    paths = sorted(SHIPPED_DIR.glob(f"base-{domain}*.json"), key=lambda p: (p.stem != f"base-{domain}", p.name))
+    paths = sorted(
+        SHIPPED_DIR.glob(f"base-{domain}*.json"), key=lambda p: (p.stem != f"base-{domain}", p.name)
+    )
     return [rec for rec in map(_read, paths) if rec is not None and rec.get("domain") == domain]
 
 

@@ -7,17 +7,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from gppo.backends.local.hf_export import (
+from gppo.backends.local.settings import LocalSettings
+from gppo.testbed.hf_export import (
     char_tokenizer,
     export_policy,
     import_policy,
     mask_positions,
 )
-from gppo.backends.local.policy import Policy, PolicyConfig
-from gppo.backends.local.settings import LocalSettings
-from gppo.backends.local.tasks import get_domain
-from gppo.backends.local.vocab import EOS, PAD, VOCAB_SIZE, encode, left_pad
-from gppo.backends.local.warmstart import load_base_model
+from gppo.testbed.policy import Policy, PolicyConfig
+from gppo.testbed.tasks import get_domain
+from gppo.testbed.vocab import EOS, PAD, VOCAB_SIZE, encode, left_pad
+from gppo.testbed.warmstart import load_base_model
 
 transformers = pytest.importorskip("transformers")
 

@@ -1,8 +1,9 @@
 """``gppo-sweep data prepare``: the user's JSONL / Parquet files -> verl's RL parquet schema.
 
-verl's ``RLHFDataset`` reads one row per prompt::
+A shared backend module: verl's ``RLHFDataset`` and TRL's ``testbed: false`` route
+(:mod:`gppo.backends.trl.realmodel`) read the same files. One row per prompt::
 
-    data_source   str                 selects the scorer (reward.py) and names the eval metric
+    data_source   str                 selects the scorer (:mod:`gppo.backends.rewards`) and names the eval metric
     prompt        list[{role, content}]  chat messages (the tokenizer's chat template applies)
     ability       str                 "math" | "code"
     reward_model  {"style": "rule", "ground_truth": str}
@@ -27,13 +28,28 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from gppo.backends.base import DataReport
-from gppo.backends.verl.reward import CODE_SCORERS, SCORER_OF
+from gppo.backends.rewards import CODE_SCORERS, SCORER_OF
 from gppo.errors import BackendError
+
+#: Evaluation benchmarks per domain (the paper's Table 1 columns), in report order.
+DOMAIN_BENCHMARKS: dict[str, tuple[str, ...]] = {
+    "math": ("aime24", "aime25", "brumo25", "smt25"),
+    "code": ("codeforces", "codecontests", "taco", "apps"),
+}
+
+
+def default_benchmarks(domain: str, val_files: Mapping[str, str]) -> tuple[str, ...]:
+    """The benchmarks a cell of a prepared-data route evaluates when its spec names none: the
+    domain's paper benchmarks among ``val_files`` (in report order), else every ``val_files`` key
+    (verl's and TRL's ``testbed: false`` rule)."""
+    paper = tuple(b for b in DOMAIN_BENCHMARKS[domain] if b in val_files)
+    return paper or tuple(val_files)
+
 
 MATH_TEMPLATE = (
     "Solve the following math problem step by step. The last line of your response should be of "

@@ -147,8 +147,8 @@ class Domain:
 #: the domains by name: zero-argument factories returning a :class:`Domain`. The built-in ones
 #: are lazy (their module registers them on first use).
 DOMAINS: Registry[Callable[[], Domain]] = Registry("domain")
-DOMAINS.add_lazy("code", "gppo.backends.local.tasks_code")
-DOMAINS.add_lazy("math", "gppo.backends.local.tasks_math")
+DOMAINS.add_lazy("code", "gppo.testbed.tasks_code")
+DOMAINS.add_lazy("math", "gppo.testbed.tasks_math")
 _CACHE: dict[str, Domain] = {}
 
 
@@ -169,3 +169,10 @@ def get_domain(name: str) -> Domain:
     if name not in _CACHE:
         _CACHE[name] = DOMAINS.get(name)()
     return _CACHE[name]
+
+
+def train_rng(seed: int) -> random.Random:
+    """The random stream a cell of ``seed`` draws its training prompts from
+    (:meth:`Domain.sample_train`, ``prompts_per_step`` per step): the same for every trainer, so
+    each trains on the testbed's prompts in the same order."""
+    return random.Random(f"gppo-local/train/{seed}")

@@ -1,11 +1,13 @@
-"""The CPU testbed's base model and tasks, for verl (``verl.testbed: true``).
+"""The testbed as a Hugging Face task: its base model, benchmarks and training stream on disk.
 
-What a verl cell trains on when its spec says ``testbed: true``, built on the launching machine
-(nothing downloaded) under ``$GPPO_CACHE_DIR/verl-testbed/<version>/<domain>-<base key>/``:
+What a trainer that is not our own loop (verl's and TRL's ``testbed: true``, any later one)
+trains on, built on the launching machine (nothing downloaded) under
+``<cache root>/hf-testbed/<version>/<domain>-<base key>/`` (:func:`gppo.testbed.cache.cache_root`;
+``<base key>`` is the base's warm-start hash, so each member of the base family has its own):
 
-* ``model/``: the testbed's base model for the domain (the shipped one for the default settings)
-  exported as ``GPT2LMHeadModel`` with its char-level tokenizer
-  (:func:`gppo.backends.local.hf_export.export_policy`);
+* ``model/``: the testbed's base model (the shipped one for the default settings and the
+  exploration family) exported as ``GPT2LMHeadModel`` with its char-level tokenizer
+  (:func:`gppo.testbed.hf_export.export_policy`);
 * ``<benchmark>.parquet``: each of the domain's four held-out benchmarks in verl's RL schema, its
   own ``data_source`` (the benchmark's name), the exact prompts the testbed evaluates;
 * ``train-s<seed>-<rows>.parquet``: the training prompts the testbed draws for that seed, in the
@@ -14,17 +16,21 @@ What a verl cell trains on when its spec says ``testbed: true``, built on the la
   step ``i`` prompts. Built by the cell's entrypoint (:func:`ensure_train_stream`) since it
   depends on the cell's seed.
 
-Rewards are the testbed's own scorer (:func:`testbed_score`, used by
-:mod:`gppo.backends.verl.reward` for every ``data_source`` this module writes).
+Rows are in verl's RL schema (``prompt`` as chat messages, ``data_source``,
+``reward_model.ground_truth``), which TRL reads too. Rewards are the testbed's own scorer
+(:func:`gppo.testbed.reward.testbed_score`) for every ``data_source`` this module writes.
 """
 
 from __future__ import annotations
 
 import os
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from gppo.testbed.cache import build_once, cache_root
+from gppo.testbed.settings import BaseModelSettings, base_settings
+from gppo.testbed.tasks import train_rng
 
 #: Bump when the model export or the data layout change: a new directory.
 ASSETS_VERSION = "v1"
@@ -36,32 +42,35 @@ def train_source(domain: str) -> str:
     return f"{TRAIN_SOURCE_PREFIX}{domain}"
 
 
-def _local_settings(domain: str) -> Any:
-    from gppo.backends.local.settings import LocalSettings
+def assets_root(base: BaseModelSettings) -> Path:
+    """Where the assets of ``base`` live (keyed by its warm-start hash)."""
+    from gppo.testbed.warmstart import warmstart_hash
 
-    return LocalSettings(domain=domain)
-
-
-def assets_root(domain: str) -> Path:
-    """Where the assets of ``domain``'s default base live (keyed by the base's warm-start hash)."""
-    from gppo.backends.local.warmstart import warmstart_hash
-
-    base = os.environ.get("GPPO_CACHE_DIR")
-    root = Path(base) if base else Path.home() / ".cache" / "gppo-sweep"
-    key = warmstart_hash(_local_settings(domain))
-    return root / "verl-testbed" / ASSETS_VERSION / f"{domain}-{key}"
+    key = warmstart_hash(base)
+    return cache_root() / "hf-testbed" / ASSETS_VERSION / f"{base.domain}-{key}"
 
 
 @dataclass(frozen=True)
 class TestbedAssets:
-    """Paths of one domain's testbed assets for verl."""
+    """Paths of one base's testbed assets (``base``: the base model's settings)."""
 
-    domain: str
+    __test__ = False  # not a test class (pytest collects names starting with "Test")
+
+    base: BaseModelSettings
     root: Path
 
     @classmethod
-    def for_domain(cls, domain: str) -> TestbedAssets:
-        return cls(domain, assets_root(domain))
+    def for_base(cls, base: BaseModelSettings) -> TestbedAssets:
+        return cls(base, assets_root(base))
+
+    @classmethod
+    def for_domain(cls, domain: str, warmstart_target: float | None = None) -> TestbedAssets:
+        """The assets of ``domain``'s base picked by its warm-start target (None: the default)."""
+        return cls.for_base(base_settings(domain, warmstart_target))
+
+    @property
+    def domain(self) -> str:
+        return self.base.domain
 
     @property
     def model_dir(self) -> Path:
@@ -69,7 +78,7 @@ class TestbedAssets:
 
     @property
     def benchmarks(self) -> tuple[str, ...]:
-        from gppo.backends.local.tasks import get_domain
+        from gppo.testbed.tasks import get_domain
 
         return get_domain(self.domain).benchmark_names
 
@@ -104,19 +113,19 @@ def _write(rows: list[dict[str, Any]], path: Path) -> None:
     os.replace(tmp, path)
 
 
-def build_testbed_assets(domain: str = "math") -> TestbedAssets:
-    """Export the base model and write the benchmarks (once:
-    :func:`~gppo.backends.verl.once.build_once`)."""
-    from gppo.backends.verl.once import build_once
-
-    assets = TestbedAssets.for_domain(domain)
+def build_testbed_assets(
+    domain: str = "math", warmstart_target: float | None = None
+) -> TestbedAssets:
+    """Export the base model (``domain``'s, picked by its warm-start target; None: the default)
+    and write the benchmarks (once: :func:`~gppo.testbed.cache.build_once`)."""
+    assets = TestbedAssets.for_domain(domain, warmstart_target)
 
     def build() -> None:
-        from gppo.backends.local.hf_export import export_policy
-        from gppo.backends.local.tasks import get_domain
-        from gppo.backends.local.warmstart import load_base_model
+        from gppo.testbed.hf_export import export_policy
+        from gppo.testbed.tasks import get_domain
+        from gppo.testbed.warmstart import load_base_model
 
-        base = load_base_model(_local_settings(domain))
+        base = load_base_model(assets.base)
         export_policy(base.policy, assets.model_dir)
         dom = get_domain(domain)
         for name in dom.benchmark_names:
@@ -130,10 +139,10 @@ def build_testbed_assets(domain: str = "math") -> TestbedAssets:
 
 def train_problems(domain: str, seed: int, steps: int, prompts_per_step: int) -> list[Any]:
     """The testbed's training prompts of ``seed``, step after step (the stream of
-    :class:`gppo.backends.local.train.Trainer`, ``prompt_rng``)."""
-    from gppo.backends.local.tasks import get_domain
+    ``local`` backend's trainer: :func:`gppo.testbed.tasks.train_rng`)."""
+    from gppo.testbed.tasks import get_domain
 
-    rng = random.Random(f"gppo-local/train/{seed}")
+    rng = train_rng(seed)
     dom = get_domain(domain)
     out: list[Any] = []
     for _ in range(steps):
@@ -146,8 +155,6 @@ def ensure_train_stream(
 ) -> Path:
     """The training parquet of ``seed`` (written once, atomically): ``steps * prompts_per_step``
     rows."""
-    from gppo.backends.verl.once import build_once
-
     path = assets.train_file(seed, steps * prompts_per_step)
 
     def build() -> None:
@@ -166,11 +173,11 @@ def check_testbed_fits(
     a head dimension below vLLM's CPU minimum, prompts longer than ``max_prompt_length`` (verl
     truncates nothing: ``data.truncation=error``), or prompt + response beyond the model's
     positions (vLLM's ``max_model_len``)."""
-    from gppo.backends.local.hf_export import MIN_HEAD_DIM
-    from gppo.backends.local.tasks import get_domain
-    from gppo.backends.local.warmstart import policy_config
+    from gppo.testbed.hf_export import MIN_HEAD_DIM
+    from gppo.testbed.tasks import get_domain
+    from gppo.testbed.warmstart import policy_config
 
-    cfg = policy_config(_local_settings(domain))
+    cfg = policy_config(base_settings(domain))
     head_dim = cfg.d_model // cfg.n_heads
     if cpu and head_dim < MIN_HEAD_DIM:
         raise ValueError(
@@ -196,14 +203,3 @@ def check_testbed_fits(
             f"max_response_length: {max_response_length} is below the {domain} testbed's "
             f"response length ({dom.max_new_tokens} tokens)"
         )
-
-
-def testbed_score(domain: str, solution_str: str, ground_truth: str) -> dict[str, float]:
-    """The testbed's exact 0/1 reward (its domain's own scorer) of one decoded response."""
-    from gppo.backends.local.tasks import Problem, get_domain
-
-    if domain != "math":
-        raise ValueError(f"testbed rewards in verl are built for math only, not {domain!r}")
-    problem = Problem(prompt="", answer=str(ground_truth), family="", data=None)
-    score = get_domain(domain).score(problem, solution_str or "")
-    return {"score": score, "acc": score}

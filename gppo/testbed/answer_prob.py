@@ -21,9 +21,9 @@ from collections.abc import Sequence
 
 import torch
 
-from gppo.backends.local.policy import Policy, response_log_probs
-from gppo.backends.local.tasks import Domain, Problem
-from gppo.backends.local.vocab import EOS, PAD, encode, left_pad
+from gppo.testbed.policy import Policy, response_log_probs
+from gppo.testbed.tasks import Domain, Problem
+from gppo.testbed.vocab import EOS, PAD, encode, left_pad
 
 #: a token is rare under the policy below this probability (μ buckets mu_lt_0.01 + mu_lt_0.1)
 RARE_MU = 0.1
@@ -49,7 +49,7 @@ def answer_probabilities(
     (``mask`` 1 there, 0 on padding); ``p_answer[i]`` their product. Deterministic: no sampling,
     the policy's training mode is left as it was."""
     prompt_ids, prompt_valid = left_pad([encode(p.prompt) for p in problems])
-    resp_ids, resp_mask = _right_pad([encode(p.answer) + [EOS] for p in problems])
+    resp_ids, resp_mask = _right_pad([[*encode(p.answer), EOS] for p in problems])
     was_training = policy.training
     policy.eval()
     try:

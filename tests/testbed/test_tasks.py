@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from gppo.backends.local import tasks_code as C
-from gppo.backends.local import tasks_math as TM
-from gppo.backends.local.tasks import get_domain, known_domains
-from gppo.backends.local.vocab import decode, encode
-from gppo.backends.local.warmstart import supervised_batch
+from gppo.testbed import tasks_code as C
+from gppo.testbed import tasks_math as TM
+from gppo.testbed.tasks import get_domain, known_domains
+from gppo.testbed.vocab import decode, encode
+from gppo.testbed.warmstart import supervised_batch
 
 
 def test_registry_lists_known_domains() -> None:
@@ -44,7 +44,7 @@ def test_benchmarks_are_deterministic_across_processes() -> None:
     import sys
 
     code = (
-        "from gppo.backends.local.tasks import get_domain;"
+        "from gppo.testbed.tasks import get_domain;"
         "print([p.prompt for p in get_domain('code').benchmark('dsl-pair')[:5]])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

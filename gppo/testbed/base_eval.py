@@ -16,17 +16,26 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
-from gppo.backends.local.settings import LocalSettings
-from gppo.backends.local.warmstart import BaseModel, cache_dir
+from gppo.testbed.settings import BaseModelSettings
+from gppo.testbed.warmstart import BaseModel, cache_dir
 
 Evaluate = Callable[[], dict[str, float]]
 
 
+class EvalSettings(Protocol):
+    """What the key reads of a section's settings (the ``local`` backend's ``LocalSettings``)."""
+
+    eval_seed: int
+    eval_prompts: int | None
+    num_threads: int
+
+
 def base_eval_key(
-    base: BaseModel, settings: LocalSettings, benchmarks: Sequence[str], k: int
+    base: BaseModel, settings: EvalSettings, benchmarks: Sequence[str], k: int
 ) -> str:
     """sha256 (first 16 hex digits) of what the base model's avg@k depends on."""
     weights = hashlib.sha256(Path(base.path).read_bytes()).hexdigest()
@@ -44,14 +53,16 @@ def base_eval_key(
 
 def cached_base_eval(
     base: BaseModel,
-    settings: LocalSettings,
+    settings: BaseModelSettings,
     benchmarks: Sequence[str],
     k: int,
     evaluate: Evaluate,
 ) -> tuple[dict[str, float], bool]:
     """``({benchmark: avg@k}, reused)``: the stored result for this base and evaluation, or
-    ``evaluate()`` (then stored for the next cell)."""
-    path = cache_dir(settings) / "evals" / f"{base_eval_key(base, settings, benchmarks, k)}.json"
+    ``evaluate()`` (then stored for the next cell). ``settings``: the base's settings with the
+    evaluation's fields (:class:`EvalSettings`), as the ``local`` backend's ``LocalSettings``."""
+    key = base_eval_key(base, settings, benchmarks, k)  # type: ignore[arg-type]
+    path = cache_dir(settings) / "evals" / f"{key}.json"
     try:
         stored = json.loads(path.read_text())
         if sorted(stored) == sorted(benchmarks) and all(

@@ -26,8 +26,8 @@ key) checks more often once a check has reached half the target.
 
 The default base of each domain is shipped with the package (:mod:`.shipped`), so the quick start
 builds nothing. Other settings build one, cached on disk under a hash of every setting it depends
-on. Concurrent starts are safe: a ``FileLock`` lets one process build while the others wait, then
-all load the same file (written atomically with ``os.replace``).
+on. Concurrent starts are safe: :func:`gppo.testbed.cache.build_once` lets one process build
+while the others wait, then all load the same file (written atomically with ``os.replace``).
 """
 
 from __future__ import annotations
@@ -43,15 +43,15 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from filelock import FileLock
 
-from gppo.backends.local.evaluate import avg_at_k
-from gppo.backends.local.no_dynamo import AdamW
-from gppo.backends.local.policy import Policy, PolicyConfig
-from gppo.backends.local.settings import LocalSettings
-from gppo.backends.local.shipped import shipped_file
-from gppo.backends.local.tasks import TASKS_VERSION, Domain, get_domain
-from gppo.backends.local.vocab import EOS, PAD, VOCAB_SIZE, encode, left_pad
+from gppo.testbed.cache import build_once, cache_root
+from gppo.testbed.evaluate import avg_at_k
+from gppo.testbed.no_dynamo import AdamW
+from gppo.testbed.policy import Policy, PolicyConfig
+from gppo.testbed.settings import BaseModelSettings
+from gppo.testbed.shipped import shipped_file
+from gppo.testbed.tasks import TASKS_VERSION, Domain, get_domain
+from gppo.testbed.vocab import EOS, PAD, VOCAB_SIZE, encode, left_pad
 
 FORMAT_VERSION = "ws2"
 #: the validation check: avg@k with this k and seed on ``Domain.validation`` prompts
@@ -63,7 +63,7 @@ WARMUP_STEPS = 50
 OPT_IN = ("warmstart_fine_check_every", "warmstart_restart_after")
 
 
-def policy_config(settings: LocalSettings) -> PolicyConfig:
+def policy_config(settings: BaseModelSettings) -> PolicyConfig:
     d = get_domain(settings.domain)
     longest = max(len(p.prompt) for b in d.benchmark_names for p in d.benchmark(b))
     return PolicyConfig(
@@ -74,14 +74,14 @@ def policy_config(settings: LocalSettings) -> PolicyConfig:
     )
 
 
-def resolved_target(settings: LocalSettings) -> float:
+def resolved_target(settings: BaseModelSettings) -> float:
     """``warmstart_target``, or the domain's default when it is None."""
     if settings.warmstart_target is not None:
         return settings.warmstart_target
     return get_domain(settings.domain).warmstart_target
 
 
-def warmstart_key(settings: LocalSettings) -> dict[str, Any]:
+def warmstart_key(settings: BaseModelSettings) -> dict[str, Any]:
     """Everything the base model's recipe depends on (and nothing else)."""
     ws = {
         k: v
@@ -100,16 +100,17 @@ def warmstart_key(settings: LocalSettings) -> dict[str, Any]:
     }
 
 
-def warmstart_hash(settings: LocalSettings) -> str:
+def warmstart_hash(settings: BaseModelSettings) -> str:
     blob = json.dumps(warmstart_key(settings), sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
-def cache_dir(settings: LocalSettings) -> Path:
+def cache_dir(settings: BaseModelSettings) -> Path:
+    """Where self-built bases (and the bases' step-0 evaluations) are cached: ``cache_dir``, else
+    ``bases/`` under the cache root (:func:`gppo.testbed.cache.cache_root`)."""
     if settings.cache_dir:
-        return Path(settings.cache_dir)
-    env = os.environ.get("GPPO_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "gppo-sweep" / "local"
+        return Path(settings.cache_dir).expanduser()
+    return cache_root() / "bases"
 
 
 def supervised_batch(
@@ -157,7 +158,7 @@ class WarmstartRun:
     restarts: list[int] = field(default_factory=list)  # the steps at which an attempt restarted
 
 
-def _check_every(settings: LocalSettings, run: WarmstartRun) -> int:
+def _check_every(settings: BaseModelSettings, run: WarmstartRun) -> int:
     """The coarse check interval, or the fine one once a check has reached half the target (the
     last stretch to the target can take only a few dozen steps)."""
     fine = settings.warmstart_fine_check_every
@@ -175,7 +176,7 @@ def _attempt_seeds(seed: int, attempt: int) -> tuple[int, str]:
 
 
 def _fresh_attempt(
-    settings: LocalSettings, attempt: int
+    settings: BaseModelSettings, attempt: int
 ) -> tuple[Policy, AdamW, torch.optim.lr_scheduler.LambdaLR, random.Random]:
     """Fresh weights, optimiser, warm-up schedule and batch RNG for one attempt."""
     torch_seed, rng_seed = _attempt_seeds(settings.warmstart_seed, attempt)
@@ -188,7 +189,7 @@ def _fresh_attempt(
 
 
 def train_base(
-    settings: LocalSettings, log: Callable[[str], None] | None = None
+    settings: BaseModelSettings, log: Callable[[str], None] | None = None
 ) -> tuple[Policy, WarmstartRun]:
     """Run the warm start (deterministic given the settings and the machine's float rounding):
     constant learning rate after ``WARMUP_STEPS``, stopped at the first validation check that
@@ -260,7 +261,7 @@ class BaseModel:
         return self.source == "built"
 
 
-def load_policy(settings: LocalSettings, path: Path) -> Policy:
+def load_policy(settings: BaseModelSettings, path: Path) -> Policy:
     """The policy stored at ``path`` (a float16 or float32 ``state_dict``), as float32, eval mode."""
     blob = torch.load(str(path), map_location="cpu", weights_only=True)
     policy = Policy(policy_config(settings))
@@ -269,7 +270,7 @@ def load_policy(settings: LocalSettings, path: Path) -> Policy:
     return policy
 
 
-def _build_note(settings: LocalSettings, key: str) -> str:
+def _build_note(settings: BaseModelSettings, key: str) -> str:
     return (
         f"building a base model for these settings (key {key}; the package ships the default "
         f"{settings.domain} base only): up to {settings.warmstart_steps} steps, stopping at "
@@ -279,7 +280,7 @@ def _build_note(settings: LocalSettings, key: str) -> str:
     )
 
 
-def load_base_model(settings: LocalSettings, say: Callable[[str], None] = print) -> BaseModel:
+def load_base_model(settings: BaseModelSettings, say: Callable[[str], None] = print) -> BaseModel:
     """The base model for ``settings``: the shipped file when its key matches, else the cached
     build, else built here (at most once across concurrent processes)."""
     key = warmstart_hash(settings)
@@ -287,24 +288,23 @@ def load_base_model(settings: LocalSettings, say: Callable[[str], None] = print)
     if shipped is not None:
         return BaseModel(load_policy(settings, shipped), "shipped", str(shipped))
     root = cache_dir(settings)
-    root.mkdir(parents=True, exist_ok=True)
     path = root / f"base-{settings.domain}-{key}.pt"
-    source = "cached"
-    with FileLock(str(path) + ".lock"):
-        if not path.exists():
-            say(_build_note(settings, key))
-            policy, run = train_base(settings)
-            say(
-                f"base model built in {run.seconds:.0f}s: {run.steps} steps"
-                + (f" ({len(run.restarts)} restarts)" if run.restarts else "")
-                + ", validation "
-                f"avg@{CHECK_K} {run.validation if run.validation is not None else 'n/a'}"
-                + ("" if run.reached or run.validation is None else " (target not reached)")
-            )
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            torch.save(
-                {"key": warmstart_key(settings), "state_dict": policy.state_dict()}, str(tmp)
-            )
-            os.replace(tmp, path)
-            source = "built"
-    return BaseModel(load_policy(settings, path), source, str(path))
+    built = []
+
+    def build() -> None:
+        say(_build_note(settings, key))
+        policy, run = train_base(settings)
+        say(
+            f"base model built in {run.seconds:.0f}s: {run.steps} steps"
+            + (f" ({len(run.restarts)} restarts)" if run.restarts else "")
+            + ", validation "
+            f"avg@{CHECK_K} {run.validation if run.validation is not None else 'n/a'}"
+            + ("" if run.reached or run.validation is None else " (target not reached)")
+        )
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        torch.save({"key": warmstart_key(settings), "state_dict": policy.state_dict()}, str(tmp))
+        os.replace(tmp, path)  # the file is the build's "done": written last, atomically
+        built.append(path)
+
+    build_once(path, build)
+    return BaseModel(load_policy(settings, path), "built" if built else "cached", str(path))

@@ -3,9 +3,9 @@ everything it depends on is the same."""
 
 from __future__ import annotations
 
-from gppo.backends.local.base_eval import base_eval_key, cached_base_eval
 from gppo.backends.local.settings import LocalSettings
-from gppo.backends.local.warmstart import load_base_model
+from gppo.testbed.base_eval import base_eval_key, cached_base_eval
+from gppo.testbed.warmstart import load_base_model
 
 
 def _counting(result: dict[str, float]):

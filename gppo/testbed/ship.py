@@ -1,12 +1,12 @@
 """Build, evaluate and ship a base model into the package.
 
-    python -m gppo.backends.local.ship --domain math [--threads 1]
-    python -m gppo.backends.local.ship --domain math --set warmstart_target=0.1
+    python -m gppo.testbed.ship --domain math [--threads 1]
+    python -m gppo.testbed.ship --domain math --set warmstart_target=0.1
 
-writes ``gppo/backends/local/base_models/base-<domain>.pt`` and ``.json`` (with ``--set``:
+writes ``gppo/testbed/base_models/base-<domain>.pt`` and ``.json`` (with ``--set``:
 ``base-<domain>-target0.1.pt``, a member of the exploration family; see :mod:`.shipped`);
 commit both. Only warm-start settings may be changed (they alone enter the base's key). The record's avg@8 is measured on the stored (float16) weights,
-exactly as :func:`~gppo.backends.local.warmstart.load_base_model` loads them.
+exactly as :func:`~gppo.testbed.warmstart.load_base_model` loads them.
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from typing import Any
 
 import torch
 
-from gppo.backends.local.evaluate import evaluate
-from gppo.backends.local.settings import LocalSettings
-from gppo.backends.local.answer_prob import answer_summary
-from gppo.backends.local.shipped import RECORD_K, SHIPPED_DIR, base_name, record_path
-from gppo.backends.local.tasks import get_domain
-from gppo.backends.local.warmstart import (
+from gppo.testbed.answer_prob import answer_summary
+from gppo.testbed.evaluate import evaluate
+from gppo.testbed.settings import RL, BaseModelSettings
+from gppo.testbed.shipped import RECORD_K, SHIPPED_DIR, base_name, record_path
+from gppo.testbed.tasks import get_domain
+from gppo.testbed.warmstart import (
     CHECK_K,
     load_policy,
     train_base,
@@ -45,10 +45,10 @@ def _cpu_model() -> str:
 
 
 def ship(
-    settings: LocalSettings, threads: int = 1, changed: dict[str, Any] | None = None
+    settings: BaseModelSettings, threads: int = 1, changed: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Build the base for ``settings``, evaluate it (avg@8 on every benchmark, eval seed of the
-    settings) as stored (float16), and write ``base-<domain>[-<changed>].pt`` and ``.json``.
+    """Build the base for ``settings``, evaluate it (avg@8 on every benchmark, the testbed's eval
+    seed ``RL.eval_seed``) as stored (float16), and write ``base-<domain>[-<changed>].pt`` and ``.json``.
 
     ``changed``: the warm-start settings that differ from the defaults (they name the file)."""
     torch.set_num_threads(threads)
@@ -61,7 +61,7 @@ def ship(
     torch.save({"key": warmstart_key(settings), "state_dict": half}, str(SHIPPED_DIR / name))
     stored = load_policy(settings, SHIPPED_DIR / name)  # the record is of what loads, not of fp32
     domain = get_domain(settings.domain)
-    scores = evaluate(stored, domain, domain.benchmark_names, RECORD_K, settings.eval_seed)
+    scores = evaluate(stored, domain, domain.benchmark_names, RECORD_K, RL.eval_seed)
     answers = {b: answer_summary(stored, domain.benchmark(b)) for b in domain.benchmark_names}
     rec = {
         "domain": settings.domain,
@@ -70,12 +70,13 @@ def ship(
         "key": warmstart_key(settings),
         f"avg_at_{RECORD_K}": {b: scores[b] for b in domain.benchmark_names},
         f"avg_at_{RECORD_K}_mean": sum(scores.values()) / len(scores),
-        "eval_seed": settings.eval_seed,
+        "eval_seed": RL.eval_seed,
         # teacher-forced, on the same benchmarks: the probability of the correct answer, the
-        # mean μ of its tokens and the share of them with μ < 0.1 (gppo.backends.local.answer_prob)
+        # mean μ of its tokens and the share of them with μ < 0.1 (gppo.testbed.answer_prob)
         "answers": answers,
         "answers_mean": {
-            k: sum(a[k] for a in answers.values()) / len(answers) for k in next(iter(answers.values()))
+            k: sum(a[k] for a in answers.values()) / len(answers)
+            for k in next(iter(answers.values()))
         },
         "build": {
             "steps": run.steps,
@@ -92,7 +93,7 @@ def ship(
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m gppo.backends.local.ship", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m gppo.testbed.ship", description=__doc__)
     p.add_argument("--domain", choices=["math", "code"], required=True)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument(
@@ -103,11 +104,17 @@ def main(argv: list[str] | None = None) -> int:
     changed: dict[str, Any] = {}
     for item in a.set:
         key, _, value = item.partition("=")
-        if not key.startswith("warmstart_") or key not in LocalSettings.model_fields or not value:
-            known = ", ".join(k for k in LocalSettings.model_fields if k.startswith("warmstart_"))
+        if (
+            not key.startswith("warmstart_")
+            or key not in BaseModelSettings.model_fields
+            or not value
+        ):
+            known = ", ".join(
+                k for k in BaseModelSettings.model_fields if k.startswith("warmstart_")
+            )
             p.error(f"--set {item}: a warm-start setting KEY=VALUE is allowed ({known})")
         changed[key] = json.loads(value)
-    rec = ship(LocalSettings(domain=a.domain, **changed), a.threads, changed)
+    rec = ship(BaseModelSettings(domain=a.domain, **changed), a.threads, changed)
     print(json.dumps(rec, indent=2))
     return 0
 

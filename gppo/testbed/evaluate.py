@@ -10,16 +10,17 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from gppo.backends.local.policy import Policy
-from gppo.backends.local.rollout import completed, sample
-from gppo.backends.local.tasks import Domain, Problem
+from gppo.cell import DEFAULT_EVAL_K
+from gppo.testbed.policy import Policy
+from gppo.testbed.rollout import completed, sample
+from gppo.testbed.tasks import Domain, Problem
 
 
 def avg_at_k(
     policy: Policy,
     domain: Domain,
     sets: Mapping[str, Sequence[Problem]],
-    k: int = 8,
+    k: int = DEFAULT_EVAL_K,
     seed: int = 1234,
     temperature: float = 1.0,
     chunk: int = 1024,
@@ -48,7 +49,7 @@ def evaluate(
     policy: Policy,
     domain: Domain,
     benchmarks: list[str] | tuple[str, ...],
-    k: int = 8,
+    k: int = DEFAULT_EVAL_K,
     seed: int = 1234,
     max_prompts: int | None = None,
     temperature: float = 1.0,

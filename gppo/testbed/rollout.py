@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gppo.backends.local.policy import Policy
-from gppo.backends.local.vocab import EOS, PAD, decode, encode, left_pad
+from gppo.testbed.policy import Policy
+from gppo.testbed.vocab import EOS, PAD, decode, encode, left_pad
 
 
 @dataclass

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gppo.backends.local.vocab import VOCAB_SIZE
+from gppo.testbed.vocab import VOCAB_SIZE
 
 Cache = list[tuple[torch.Tensor, torch.Tensor]]
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import random
 
-from gppo.backends.local.tasks import Domain, Family, Problem, register_domain
+from gppo.testbed.tasks import Domain, Family, Problem, register_domain
 
 LIST_LEN = 5
 N_SHOWN = 2

@@ -1,6 +1,6 @@
 """The testbed policy as a Hugging Face model, both ways: ``GPT2LMHeadModel`` + a char-level tokenizer.
 
-The testbed's :class:`~gppo.backends.local.policy.Policy` is GPT-2 exactly: pre-LayerNorm blocks
+The testbed's :class:`~gppo.testbed.policy.Policy` is GPT-2 exactly: pre-LayerNorm blocks
 (eps 1e-5), learned absolute positions, tied input/output embeddings, a fused qkv projection with
 bias, exact (erf) GELU, no dropout. :func:`export_policy` writes a directory that
 ``transformers.AutoModelForCausalLM`` / ``AutoTokenizer``, vLLM and verl load as they are:
@@ -34,8 +34,8 @@ from typing import Any
 
 import torch
 
-from gppo.backends.local.policy import Policy, PolicyConfig
-from gppo.backends.local.vocab import CHARS, EOS, PAD, VOCAB_SIZE
+from gppo.testbed.policy import Policy, PolicyConfig
+from gppo.testbed.vocab import CHARS, EOS, PAD, VOCAB_SIZE
 
 PAD_TOKEN, EOS_TOKEN = "<pad>", "</s>"
 #: The chat template of the exported tokenizer: the messages' contents, nothing added.
@@ -48,7 +48,7 @@ EXPORT_FORMAT = "gppo-testbed-gpt2/v1"
 
 def char_tokenizer() -> Any:
     """A ``PreTrainedTokenizerFast`` over the testbed's 50 ids: ``<pad>`` = 0, ``</s>`` = 1, then
-    one token per character of :data:`~gppo.backends.local.vocab.CHARS` (id = index + 2).
+    one token per character of :data:`~gppo.testbed.vocab.CHARS` (id = index + 2).
 
     Every character is its own pre-token (a ``Split`` on any character, kept isolated), looked up
     in a word-level vocabulary; the ``Fuse`` decoder joins tokens with nothing in between. There

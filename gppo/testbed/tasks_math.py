@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 
-from gppo.backends.local.tasks import Domain, Family, Problem, register_domain
+from gppo.testbed.tasks import Domain, Family, Problem, register_domain
 
 
 def _p(prompt: str, value: int, family: str) -> Problem:

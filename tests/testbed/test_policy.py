@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import torch
 
-from gppo.backends.local.evaluate import evaluate
-from gppo.backends.local.policy import Policy, PolicyConfig, response_log_probs
-from gppo.backends.local.rollout import sample
-from gppo.backends.local.tasks import get_domain
 from gppo.backends.local.train import group_advantages
-from gppo.backends.local.vocab import EOS, PAD, decode, encode, left_pad
+from gppo.testbed.evaluate import evaluate
+from gppo.testbed.policy import Policy, PolicyConfig, response_log_probs
+from gppo.testbed.rollout import sample
+from gppo.testbed.tasks import get_domain
+from gppo.testbed.vocab import EOS, PAD, decode, encode, left_pad
 
 
 def _policy(seed: int = 0) -> Policy:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gppo.backends.local.settings import LocalSettings
-from gppo.backends.local.warmstart import load_base_model, warmstart_hash
+from gppo.testbed.warmstart import load_base_model, warmstart_hash
 
 TINY = {"d_model": 16, "n_layers": 1, "n_heads": 2, "warmstart_steps": 15, "warmstart_batch": 16}
 
@@ -47,8 +47,8 @@ def test_concurrent_starts_build_once_and_reuse(tmp_path) -> None:
 
 
 def test_opt_in_recipe_parts_stay_out_of_the_key_when_off() -> None:
-    from gppo.backends.local.shipped import shipped_record
-    from gppo.backends.local.warmstart import warmstart_key
+    from gppo.testbed.shipped import shipped_record
+    from gppo.testbed.warmstart import warmstart_key
 
     default = LocalSettings()
     assert "warmstart_fine_check_every" not in warmstart_key(default)  # off: not in the key
@@ -65,7 +65,7 @@ def test_opt_in_recipe_parts_stay_out_of_the_key_when_off() -> None:
 
 
 def test_checks_come_faster_once_validation_reaches_half_the_target() -> None:
-    from gppo.backends.local.warmstart import WarmstartRun, _check_every
+    from gppo.testbed.warmstart import WarmstartRun, _check_every
 
     s = LocalSettings(warmstart_check_every=50, warmstart_fine_check_every=10)
     assert _check_every(s, WarmstartRun(target=0.25)) == 50  # no check yet
@@ -76,7 +76,7 @@ def test_checks_come_faster_once_validation_reaches_half_the_target() -> None:
 
 
 def test_an_attempt_that_stays_below_half_the_target_restarts_from_fresh_weights() -> None:
-    from gppo.backends.local.warmstart import train_base
+    from gppo.testbed.warmstart import train_base
 
     torch.set_num_threads(1)
     # target 1.0: no check reaches half of it, so every attempt runs its 10 steps and restarts

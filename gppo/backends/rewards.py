@@ -1,19 +1,23 @@
-"""The reward function verl calls for every rollout: our benchmark names -> verl's own scorers.
+"""The reward of a prepared row by its ``data_source``: verl calls it for every rollout, TRL's
+``testbed: false`` route for every completion (a shared backend module: no backend owns it).
 
 verl groups validation metrics by ``data_source`` (``val-core/<data_source>/acc/mean@8``), so each
 benchmark keeps its own name (``aime24`` ... ``smt25``, ``codeforces`` ... ``apps``). verl's
 ``default_compute_score`` picks its scorer by name too, but has no name for BRUMO25 or SMT25 and
 gives code only partial credit, so this module (loaded by verl as
-``reward.custom_reward_function.path=pkg://gppo.backends.verl.reward``) maps each name onto the
+``reward.custom_reward_function.path=pkg://gppo.backends.rewards``) maps each name onto the
 verl scorer to use and returns verl's dict form ``{"score", "acc"}``:
 
 * math: verl's ``math_dapo`` scorer (DAPO's answer matching; score ±1, acc 0/1);
 * code: verl's code scorer (``prime_code``, or sandbox fusion when configured); the reward and
   ``acc`` are 1 only when every test case passes (verifiable 0/1 reward);
 * ``smoke`` (the smoke assets, :mod:`gppo.backends.verl.smoke`): :func:`smoke_score`;
-* the CPU testbed's tasks (``verl.testbed: true``, :mod:`gppo.backends.verl.testbed`): the training
+* the CPU testbed's tasks (``testbed: true``, :mod:`gppo.testbed.hf_assets`): the training
   source ``testbed-math`` and the four math benchmarks, each its own ``data_source``, scored by the
-  testbed's own scorer (exact 0/1: ``score`` = ``acc``).
+  testbed's own scorer (:func:`gppo.testbed.reward.testbed_score`; exact 0/1: ``score`` = ``acc``).
+
+verl's scorers (math, code) are imported from the ``verl`` package when a row needs them, so a
+trainer without verl installed scores the testbed's and the smoke rows only.
 """
 
 from __future__ import annotations
@@ -74,7 +78,7 @@ def compute_score(
     if scorer == "smoke":
         return smoke_score(solution_str, ground_truth)
     if scorer in TESTBED_SCORERS:
-        from gppo.backends.verl.testbed import testbed_score
+        from gppo.testbed.reward import testbed_score
 
         return testbed_score(TESTBED_SCORERS[scorer], solution_str, ground_truth)
     from verl.utils.reward_score import default_compute_score

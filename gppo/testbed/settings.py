@@ -1,0 +1,133 @@
+"""The testbed's settings with one home: its base model's recipe and its RL defaults.
+
+* :class:`BaseModelSettings`: what the base model depends on (domain, policy shape, the
+  ``warmstart_*`` recipe) and where a self-built one is cached. The ``local`` backend's
+  ``LocalSettings`` extends it; a trainer that trains the testbed's base (TRL's and verl's
+  ``testbed: true``) builds one from its own section (:func:`base_settings`), so the same settings
+  give the same warm-start key, the same shipped file and the same exported model.
+* :data:`RL`: the testbed's RL defaults (the quick-start budget: steps, prompts per step, G,
+  mini-batches, epochs, learning rate, clip, temperature, evaluation seed), which every backend
+  section that trains on the testbed uses as its own defaults (``tests/testbed`` checks they
+  agree).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+
+
+@dataclass(frozen=True)
+class RLDefaults:
+    """The testbed's RL settings (GRPO-style, one step = one generation batch and its updates)."""
+
+    steps: int = 60
+    prompts_per_step: int = 32
+    group_size: int = 8
+    minibatches: int = 8
+    ppo_epochs: int = 1
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    grad_clip: float | None = 1.0
+    temperature: float = 1.0
+    #: the evaluation's sampling seed (avg@k): a base scores its shipped record with it
+    eval_seed: int = 1234
+
+
+#: the testbed's RL defaults, read by every section that trains on the testbed
+RL = RLDefaults()
+
+
+class BaseModelSettings(BaseModel):
+    """The base model's settings (unknown keys are rejected).
+
+    The warm start ("base model") depends only on the ``domain``, ``d_model``/``n_layers``/
+    ``n_heads`` and ``warmstart_*`` fields (:func:`gppo.testbed.warmstart.warmstart_key`), so every
+    cell of a sweep shares one base model: the shipped one for the defaults and the exploration
+    family (:mod:`gppo.testbed.shipped`), else built once and cached under ``cache_dir``.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    domain: Literal["math", "code"] = "math"
+    # policy
+    d_model: int = Field(128, ge=16)
+    n_layers: int = Field(2, ge=1)
+    n_heads: int = Field(4, ge=1)
+    # base model: supervised warm start on a noisy distribution, stopped on a validation target
+    # (shipped with the package for the defaults, else built once and cached on disk)
+    warmstart_steps: int = Field(
+        30000, ge=0, description="the most supervised steps, restarts included"
+    )
+    warmstart_target: float | None = Field(
+        None,
+        gt=0,
+        le=1,
+        description="stop at the first check whose validation avg@k (domain mean) reaches this; "
+        "None: the domain's (math 0.25, code 0.10); 1.0: run every step",
+    )
+    warmstart_check_every: int = Field(50, ge=1, description="steps between validation checks")
+    warmstart_fine_check_every: int | None = Field(
+        None,
+        ge=1,
+        description="steps between checks once validation reaches half the target; "
+        "None: warmstart_check_every throughout",
+    )
+    warmstart_restart_after: int | None = Field(
+        4000,
+        ge=1,
+        description="an attempt whose checks have not reached half the target in this many steps "
+        "starts over from fresh weights; None: never",
+    )
+    warmstart_batch: int = Field(128, ge=1)
+    warmstart_lr: float = Field(1e-3, gt=0, description="constant after a 50-step warm-up")
+    warmstart_noise: float = Field(
+        0.3, ge=0, le=1, description="share of training answers replaced by a plausible wrong one"
+    )
+    warmstart_seed: int = 0
+    cache_dir: str | None = Field(
+        None,
+        description="where self-built bases are cached (None: the cache root's bases/, "
+        "gppo.testbed.cache.cache_root)",
+    )
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> BaseModelSettings:
+        if self.d_model % self.n_heads:
+            raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
+        return self
+
+
+#: the fields of another trainer's section that pick a base of the testbed's family: off (None),
+#: they stay out of the section's dump (:func:`without_off_choices`), so a cell written before
+#: they existed keeps its settings hash (and its run)
+BASE_CHOICES = ("warmstart_target",)
+
+
+def without_off_choices(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a section's dump) without the :data:`BASE_CHOICES` that are None."""
+    return {k: v for k, v in data.items() if not (k in BASE_CHOICES and v is None)}
+
+
+class ChoosesABase(BaseModel):
+    """Base class of another trainer's section that can pick a base of the testbed's family (TRL's,
+    verl's): its dump leaves out the :data:`BASE_CHOICES` that are off."""
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return without_off_choices(handler(self))
+
+
+def base_settings(domain: str = "math", warmstart_target: float | None = None) -> BaseModelSettings:
+    """The base of ``domain`` picked by its warm-start target (None: the domain's default base):
+    what a ``testbed: true`` section of another trainer selects its base by."""
+    return BaseModelSettings(domain=domain, warmstart_target=warmstart_target)  # type: ignore[arg-type]
