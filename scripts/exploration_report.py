@@ -1,0 +1,136 @@
+"""The exploration study's tables and dose-response figure, from its sweep in MLflow.
+
+    gppo-sweep launch configs/exploration.yaml
+    python scripts/exploration_report.py configs/exploration.yaml --out docs/img
+    python scripts/exploration_report.py configs/exploration-trl.yaml --level 0.1
+
+Prints, as markdown (docs/testbed.md, "When does the estimator matter?"): the gain over the base
+per level, divergence and estimator; Atomic - MC and Binary - MC per level (stratified by
+divergence, Welch t CI, Holm over the table); the mechanism per level and estimator (high-side
+clip fraction by μ bucket, the early rise of the correct answers' probability). Writes
+``exploration-dose-response.png`` and ``exploration-runs.csv`` (one row per run) into ``--out``.
+A reduced study (fewer seeds or levels: edit the spec's ``seeds`` or axis) reports the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+import pandas as pd
+from mlflow import MlflowClient
+
+from gppo.analysis import contrast as C
+from gppo.grid import load_plan
+from gppo.objectives.buckets import MU_BUCKETS
+from gppo.store.records import find_sweep
+
+
+def _ci(mean: float, lo: float, hi: float, digits: int = 1, signed: bool = False) -> str:
+    if math.isnan(mean):
+        return "-"  # not measured (TRL's runs have no answer probe)
+    f = f"{{:{'+' if signed else ''}.{digits}f}}"
+    return f"{f.format(mean)} [{f.format(lo)}, {f.format(hi)}]"
+
+
+def gain_markdown(g: pd.DataFrame, bases: dict[float, float]) -> str:
+    lines = [
+        "| level | base avg@8 | divergence | MC | Atomic | Binary |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for (point, div), part in g.groupby(["point", "divergence"], sort=False):
+        by = part.set_index("estimator")
+        cells = [
+            _ci(by.at[e, "mean"], by.at[e, "lo"], by.at[e, "hi"], signed=True)
+            if e in by.index
+            else "-"
+            for e in C.EST_ORDER
+        ]
+        lines.append(f"| {point} | {bases[point]:.1f} | {div} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def contrast_markdown(c: pd.DataFrame, unit: str = "points") -> str:
+    lines = [
+        f"| level | contrast | difference ({unit}) | 95% CI | p | Holm p | runs |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for r in c.itertuples():
+        lines.append(
+            f"| {r.point} | {r.contrast} | {r.diff:+.2f} | [{r.lo:+.2f}, {r.hi:+.2f}] | "
+            f"{r.p:.3f} | {r.p_holm:.3f} | {r.n} |"
+        )
+    return "\n".join(lines)
+
+
+def _bucket_text(name: str) -> str:
+    """``mu_lt_0.01`` -> ``< 0.01``; ``mu_0.01_0.1`` -> ``0.01-0.1``; ``mu_ge_0.5`` -> ``≥ 0.5``."""
+    bits = name.removeprefix("mu_").split("_")
+    return {"lt": f"< {bits[-1]}", "ge": f"≥ {bits[-1]}"}.get(bits[0], "-".join(bits))
+
+
+def mechanism_markdown(m: pd.DataFrame) -> str:
+    buckets = [b[0] for b in MU_BUCKETS]
+    head = " | ".join(f"clip high, μ {_bucket_text(b)} (%)" for b in buckets)
+    lines = [
+        f"| level | estimator | {head} | P(correct) at step 0 | rise by step {C.RISE_STEP} (x) |",
+        "| --- | --- |" + " --- |" * (len(buckets) + 2),
+    ]
+    for r in m.to_dict("records"):
+        clips = " | ".join(
+            _ci(
+                100 * r[f"clip_high/{b}"],
+                100 * r[f"clip_high/{b}_lo"],
+                100 * r[f"clip_high/{b}_hi"],
+                2,
+            )
+            for b in buckets
+        )
+        lines.append(
+            f"| {r['point']} | {r['estimator']} | {clips} | {'-' if math.isnan(r['p_answer_0']) else format(r['p_answer_0'], '.3f')} | "
+            f"{_ci(r['rise'], r['rise_lo'], r['rise_hi'], 2)} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("spec", type=Path)
+    p.add_argument("--out", type=Path, default=Path("exploration-report"))
+    p.add_argument("--axis", default="local.warmstart_target")
+    p.add_argument("--level", type=float, help="the level of a sweep without the axis (TRL's)")
+    a = p.parse_args(argv)
+    plan = load_plan(a.spec)
+    ref = find_sweep(plan.sweep_id, plan.spec.tracking.uri, experiment=plan.spec.experiment)
+    runs = C.runs_frame(
+        MlflowClient(ref.tracking_uri), ref.sweep_id, a.axis, ref.experiment_id, a.level
+    )
+    if runs.empty:
+        print(f"{a.spec}: no finished run in sweep {ref.sweep_id} yet", file=sys.stderr)
+        return 1
+    a.out.mkdir(parents=True, exist_ok=True)
+    runs.to_csv(a.out / "exploration-runs.csv", index=False)
+    bases = runs.groupby("point")["base"].first().to_dict()
+    g = C.gains(runs)
+    print(f"## Gain over the base (points, mean [95% t CI], {g['n'].min()}-{g['n'].max()} seeds)\n")
+    print(gain_markdown(g, bases))
+    print("\n## Estimator contrasts (final avg@8, points; stratified by divergence)\n")
+    print(contrast_markdown(C.contrasts(runs)))
+    print(
+        f"\n## Early rise: P(correct) at step {C.RISE_STEP} / at step 0, contrasts (stratified)\n"
+    )
+    print(contrast_markdown(C.contrasts(runs, column="rise"), unit="x"))
+    print("\n## Mechanism (divergences pooled)\n")
+    print(mechanism_markdown(C.mechanism(runs)))
+    fig = C.dose_response_figure(g, a.axis, bases)
+    fig.savefig(a.out / "exploration-dose-response.png", dpi=120)
+    print(f"\nwrote {a.out / 'exploration-dose-response.png'} and {a.out / 'exploration-runs.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
