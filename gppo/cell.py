@@ -95,6 +95,9 @@ class Resources:
     memory_gb: float | None = None
     #: Ray custom resources ``((name, amount), ...)``, sorted by name (hashable)
     custom: tuple[tuple[str, float], ...] = ()
+    #: nodes the job spans (verl's ``nnodes``); ``num_cpus`` and ``num_gpus`` are the job's
+    #: totals over them. Not part of a cell's hash (a backend's settings decide it)
+    nodes: int = 1
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,18 @@ PERF_RESUMED_FROM = "perf/resumed_from_step"  # the checkpoint step an attempt r
 PERF_TESTBED_EVAL_S = "perf/testbed_eval_s"  # one testbed evaluation, at its step (verl)
 
 
+# --- the cost of a run: the resources its job held x its wall time (gppo.store.cost) ----------
+#: logged by the launcher, not the job: the job's resources when it is submitted (step 0), and
+#: when an attempt ends the run's wall time and hours, summed over the attempts of a run that
+#: keeps one run across attempts (verl); every backend alike
+COST_NUM_CPUS = "cost/num_cpus"  # CPUs the job holds, all its nodes together
+COST_NUM_GPUS = "cost/num_gpus"  # GPUs the job holds, all its nodes together
+COST_NODES = "cost/nodes"  # nodes the job spans
+COST_WALL_S = "cost/wall_s"  # seconds from submission to the attempt's end
+COST_CPU_HOURS = "cost/cpu_hours"  # num_cpus x wall time, in hours
+COST_GPU_HOURS = "cost/gpu_hours"  # num_gpus x wall time, in hours
+
+
 # --- the answer probe (CPU testbed): the correct answers' probability, teacher-forced -----------
 #: on the domain's validation prompts (gppo.testbed.answer_prob), at step 0 (the base),
 #: every step up to PROBE_DENSE_STEPS, then every PROBE_EVERY steps and at the last

@@ -17,6 +17,7 @@ import jinja2
 import pandas as pd
 from tabulate import tabulate
 
+from gppo.analysis.cost import RowCost, TableCost
 from gppo.analysis.stats import CORRECTIONS, TESTS
 from gppo.analysis.table import (
     AVG,
@@ -99,9 +100,10 @@ def _sup(mark: str, fmt: str) -> str:
 
 def columns(table: Table1, block: Block) -> list[str]:
     cols = ["Divergence", "Estimator", *block.benchmarks, "Avg."]
+    cost = [table.cost.header()] if table.cost else []
     if not table.multi_seed:
-        return [*cols, f"Δ vs {block.reference}"]
-    return [*cols, f"Δ vs {block.reference} (pts)", f"P(> {block.reference})", "Seeds"]
+        return [*cols, f"Δ vs {block.reference}", *cost]
+    return [*cols, f"Δ vs {block.reference} (pts)", f"P(> {block.reference})", "Seeds", *cost]
 
 
 def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -127,6 +129,9 @@ def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.Data
             rank += [0, 0]
         else:
             text = [group, label, *values, esc(rel_text(row))]
+        if table.cost:
+            text.append(esc(table.cost.text(block.domain, row.cell)))
+            rank.append(0)
         texts.append(text)
         ranks.append(rank)
     cols = columns(table, block)
@@ -194,6 +199,8 @@ def notes(table: Table1, fmt: str = "md") -> list[str]:
     if rule:
         out.insert(1, rule)
     out += [f"({f.mark}) {f.text}" for f in table.footnotes]
+    if table.cost:
+        out.append(table.cost.note())
     return out
 
 
@@ -345,7 +352,10 @@ def to_csv(table: Table1) -> str:
 
     domain, cell, per benchmark ``<b>`` (and ``<b>_ci95_lo``/``<b>_ci95_hi`` with several
     seeds), avg (and its CI), rel_pct, delta, delta_ci95_lo, delta_ci95_hi, prob_improvement,
-    p_value, p_adjusted, significant (true/false), n_seeds, note.
+    p_value, p_adjusted, significant (true/false), n_seeds, note; with a cost
+    (:mod:`gppo.analysis.cost`) cpu_hours_per_seed, cpu_hours, gpu_hours_per_seed, gpu_hours
+    (and cost_per_seed, cost, currency with a price), and a last row, cell ``total``, with the
+    table's total (every run once) in them.
     """
     benches = list(dict.fromkeys(b for block in table.blocks for b in block.benchmarks))
     records = []
@@ -366,10 +376,34 @@ def to_csv(table: Table1) -> str:
             rec["significant"] = "true" if row.significant else "false"
             rec["n_seeds"] = str(row.n_seeds)
             rec["note"] = ";".join(f"{r}:{'/'.join(map(str, s))}" for r, s in row.reasons.items())
+            if table.cost:
+                rec.update(_cost_fields(table.cost, table.cost.rows.get((block.domain, row.cell))))
             records.append(rec)
+    if table.cost:
+        records.append({"cell": COST_TOTAL, **_cost_fields(table.cost, None)})
     buf = io.StringIO()
     pd.DataFrame(records).to_csv(buf, index=False, lineterminator="\n")
     return buf.getvalue()
+
+
+COST_TOTAL = "total"  # table1.csv's row with the table's total cost
+
+
+def _cost_fields(cost: TableCost, row: RowCost | None) -> dict[str, str]:
+    """table1.csv's cost columns of one row (``row`` None: the table's total)."""
+    pairs = {"": cost.total} if row is None else {"_per_seed": row.per_seed, "": row.total}
+    out: dict[str, str] = {}
+    for unit in ("cpu", "gpu"):
+        for suffix, hours in pairs.items():
+            out[f"{unit}_hours{suffix}"] = f"{getattr(hours, unit):.6g}"
+        if row is None:
+            out[f"{unit}_hours_per_seed"] = ""
+    if cost.price is not None:
+        for suffix, hours in pairs.items():
+            out[f"cost{suffix}"] = f"{hours.money(cost.price):.6g}"
+        out.setdefault("cost_per_seed", "")
+        out["currency"] = cost.price.currency
+    return out
 
 
 # -- the terminal (rich) ----------------------------------------------------------------------

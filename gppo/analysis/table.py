@@ -35,10 +35,12 @@ from decimal import Decimal
 import pandas as pd
 
 from gppo.analysis import stats as S
+from gppo.analysis.cost import TableCost, table_cost
 from gppo.analysis.tidy import ALIAS_CELLS, BASE, BASELINES, STATUSES
 from gppo.objectives.defaults import REFERENCE
 from gppo.registry import LazyMapping
 from gppo.scores import pct, quantize
+from gppo.store.cost import Price
 from gppo.store.state import State
 
 #: Row order of the divergences and estimators: the paper's Table 1 display order (TV, Hellinger,
@@ -173,6 +175,8 @@ class Table1:
     correction: str = "bh"
     confidence: float = S.CONFIDENCE
     test: str = "pooled"
+    #: the cost column (gppo.analysis.cost); None when no run logged a cost
+    cost: TableCost | None = None
 
     def mark(self, reason: str | None) -> str:
         return next((f.mark for f in self.footnotes if f.reason == reason), "")
@@ -381,12 +385,14 @@ def build_table1(
     alpha: float = S.ALPHA,
     correction: str = "bh",
     test: str = "pooled",
+    price: Price | None = None,
 ) -> Table1:
     """Build Table 1 from the tidy frame (gppo/analysis/tidy.py), one block per domain.
 
     ``benchmarks`` optionally fixes each domain's column order (default: order of appearance).
     ``highlight``: ``separated`` | ``ranks`` | ``none``; ``correction``: ``bh`` | ``holm``;
-    ``test``: ``pooled`` (pooled within-cell variance) | ``welch``.
+    ``test``: ``pooled`` (pooled within-cell variance) | ``welch``; ``price``: the spec's
+    ``cost:`` (the cost column in money).
     """
     if test not in S.TESTS:
         raise ValueError(f"unknown test {test!r}; allowed: {', '.join(S.TESTS)}")
@@ -418,6 +424,7 @@ def build_table1(
         table.blocks.append(Block(domain, cols, rows, reference, ref_avg))
     table.multi_seed = any(r.n_seeds > 1 for b in table.blocks for r in b.rows)
     table.footnotes = _footnotes(table.blocks)
+    table.cost = table_cost(tidy, price)
     return table
 
 

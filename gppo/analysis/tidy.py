@@ -16,6 +16,9 @@ status         a :class:`gppo.store.state.State` value: ``done`` (has a result),
                may also say ``finished`` (= done) or ``missing`` (= pending)
 steps          optimisation steps reached (NaN if unknown)
 wall_time_s    seconds the attempt ran (NaN if unknown)
+cpu_hours      CPU-hours of the cell's runs, every attempt (:mod:`gppo.store.cost`; NaN if
+               none logged)
+gpu_hours      GPU-hours of the same
 run_id         MLflow run id ("" for CSV input or missing cells)
 =============  =========================================================================
 
@@ -49,12 +52,18 @@ TIDY_COLUMNS = (
     "status",
     "steps",
     "wall_time_s",
+    "cpu_hours",
+    "gpu_hours",
     "run_id",
 )
 CSV_REQUIRED = ("domain", "cell", "benchmark", "seed", "score")
 #: the held-out selection score column (a sweep with ``select:``)
 SELECTION = "selection"
-CSV_OPTIONAL = ("status", "steps", "wall_time_s", "run_id", SELECTION)
+#: the cost columns (the same value on every benchmark row of a run)
+CPU_HOURS, GPU_HOURS = "cpu_hours", "gpu_hours"
+#: the columns of numbers (float, NaN where unknown)
+NUMERIC = ("score", "steps", "wall_time_s", CPU_HOURS, GPU_HOURS)
+CSV_OPTIONAL = ("status", "steps", "wall_time_s", CPU_HOURS, GPU_HOURS, "run_id", SELECTION)
 
 
 def is_axis_column(name: str) -> bool:
@@ -66,6 +75,13 @@ def is_axis_column(name: str) -> bool:
 def axis_columns(tidy: pd.DataFrame) -> list[str]:
     """The axis columns of a tidy frame, in its order."""
     return [c for c in tidy.columns if is_axis_column(c)]
+
+
+def axis_cell(value: object) -> object:
+    """An axis value as a tidy cell: a scalar as it is, a list as its JSON text (hashable)."""
+    import json
+
+    return json.dumps(value) if isinstance(value, (list, dict)) else value
 
 
 def axis_value(text: str) -> object:
@@ -156,7 +172,7 @@ def empty_tidy() -> pd.DataFrame:
 
 
 def _dtype(column: str) -> str:
-    if column in ("score", "steps", "wall_time_s"):
+    if column in NUMERIC:
         return "float64"
     return "int64" if column == "seed" else "object"
 
@@ -177,7 +193,7 @@ def normalise(frame: pd.DataFrame) -> pd.DataFrame:
         if column != SELECTION:
             out[column] = out[column].astype(object).where(out[column].notna(), None)
     out["seed"] = out["seed"].astype("int64")
-    for column in ("score", "steps", "wall_time_s"):
+    for column in NUMERIC:
         out[column] = out[column].astype("float64")
     for column in ("domain", "cell", "benchmark", "status", "run_id"):
         out[column] = out[column].fillna("").astype(str)
@@ -274,7 +290,7 @@ def _validate_row(path: Path, line: int, rec: dict[str, str]) -> dict[str, objec
     if not benchmark and row["status"] == done:
         raise bad("benchmark", "empty; a benchmark name is required for a score")
     row["benchmark"] = benchmark
-    for column in ("steps", "wall_time_s"):
+    for column in NUMERIC[1:]:
         value = rec.get(column, "").strip()
         try:
             row[column] = float(value) if value else math.nan

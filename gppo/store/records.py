@@ -41,7 +41,7 @@ from gppo.store.uri import is_database, redact, resolve_tracking_uri, scheme_of
 
 PAGE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
 #: latest-metric names a report reads besides eval/… and eval_base/…
-EXTRA_METRICS = (M.TRAIN_SCORE, M.WALL_TIME)
+EXTRA_METRICS = (M.TRAIN_SCORE, M.WALL_TIME, M.COST_CPU_HOURS, M.COST_GPU_HOURS, M.COST_WALL_S)
 #: the tags a report reads
 REPORT_TAGS = (
     M.TAG_ROLE,

@@ -19,8 +19,9 @@ from gppo import processes
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.errors import GppoError, SubmissionExists, SubmissionRefused
+from gppo.store.cost import attempt_cost, resource_metrics
 from gppo.store.state import ACTIVE_JOB, State
-from gppo.store.tracking import Tracking, is_finished
+from gppo.store.tracking import Tracking, is_finished, log_metrics
 from gppo.store.uri import without_password
 from gppo.sweep.cluster import Cluster
 
@@ -179,6 +180,7 @@ class Dispatcher:
         else:  # a backend that keeps one run across attempts
             self.tracking.client.update_run(run_id, status="RUNNING")
             self.tracking.set_tags(run_id, {M.TAG_ATTEMPT: str(attempt), M.TAG_RAY_JOB_ID: sid})
+        log_metrics(self.tracking.client, run_id, resource_metrics(job.resources), step=0)
         # Ray's job info is readable by everyone with access to the cluster (the Jobs API, the
         # dashboard): no password in it; the job's node supplies its own credentials
         public_uri = without_password(self.tracking.uri)
@@ -308,11 +310,17 @@ class Dispatcher:
 
         Returns ``State.DONE`` (job succeeded and logged ``gppo.finished``), ``State.STOPPED`` (job
         stopped: run KILLED) or ``State.FAILED`` (run FAILED, tag ``gppo.failure`` = the note and
-        the last log lines). Sets ``att.metrics`` (the run's latest values) and ``att.failure``
+        the last log lines). Logs the attempt's cost (:func:`gppo.store.cost.attempt_cost`: the
+        job's resources x the seconds since its submission), whatever the outcome.
+        Sets ``att.metrics`` (the run's latest values, its cost included) and ``att.failure``
         (the failure tag written, ``""`` for DONE), so no caller reads the run back for them.
         """
         run = self.tracking.get_run(att.run_id)
         att.metrics = dict(run.data.metrics)
+        cost = attempt_cost(att.metrics, time.time() - att.submitted_at)  # gppo.store.cost
+        if cost:
+            log_metrics(self.tracking.client, att.run_id, cost, step=0)
+            att.metrics.update(cost)
         if status == "SUCCEEDED" and is_finished(run):
             outcome = DONE
         elif status == "STOPPED":

@@ -193,5 +193,6 @@ class VerlBackend(Backend):
             num_gpus=float(settings.n_gpus),
             memory_gb=cell.resources.memory_gb,
             custom=cell.resources.custom,
+            nodes=settings.nnodes,
         )
         return Job(argv=argv, env=env, resources=resources)
