@@ -183,6 +183,13 @@ TAG_ATTEMPT = "gppo.attempt"
 TAG_DOMAIN = "gppo.domain"
 TAG_BACKEND = "gppo.backend"
 TAG_CELL_HASH = "gppo.cell_hash"  # hash of the cell's resolved settings
+#: a cell's run key (gppo.grid.sharing.run_key): cells with one key are served by one run
+TAG_RUN_KEY = "gppo.run_key"
+#: on a follower's run (a cell that is the same function as its lead): the id of the run whose
+#: results it copies; such a run trained nothing and cost nothing (count its source once)
+TAG_SAME_RUNS = "gppo.same_runs"
+#: on a follower's run: the cell id of the run it copies (``tv-mc-s0``)
+TAG_SAME_CELL = "gppo.same_cell"
 #: a cell's axis point as JSON ``{path: value}`` (only in a sweep with axes; the reports read it)
 TAG_AXES = "gppo.axes"
 #: one tag per axis value, ``gppo.axis.calibration.r_min`` = ``0.8`` (the MLflow UI's grouping)
