@@ -8,7 +8,8 @@ With ``--json``, each build is appended to the file as it finishes and builds al
 not repeated (a long measurement resumes where it stopped).
 
 Every build is the real ``train_base`` of the default settings (with ``warmstart_seed`` varied),
-in its own process; the spread (max - min of the domain mean) is what docs/testbed.md reports.
+in its own process; the spread (max - min of the domain mean) is what docs/studies/base-robustness.md
+reports.
 """
 
 from __future__ import annotations

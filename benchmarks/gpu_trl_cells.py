@@ -12,7 +12,7 @@ Cases (each one cell, tv/mc, planned by ``load_plan`` from a preset with only th
   (model on the GPU, bf16 generation, evaluation, the final save); its scores mean nothing.
 * ``testbed-fp32``: ``configs/trl-cpu-testbed.yaml`` as it is (float32, 60 steps) with
   ``num_gpus: 1``: the shipped base and the testbed's evaluator, so its gain reads against the CPU
-  figures in docs/testbed.md (TRL tv/mc +16.2 [+12.8, +19.7] over 5 seeds).
+  figures in docs/studies/cross-trainer.md (TRL tv/mc +16.2 [+12.8, +19.7] over 5 seeds).
 * ``testbed-bf16``: the same in bfloat16 (TRL's default precision).
 
 ``--seeds`` applies to the testbed cases; a second table gives each testbed case's gain over the

@@ -4,7 +4,7 @@
     python scripts/exploration_report.py configs/exploration.yaml --out docs/img
     python scripts/exploration_report.py configs/exploration-trl.yaml --level 0.1
 
-Prints, as markdown (docs/testbed.md, "When does the estimator matter?"): the gain over the base
+Prints, as markdown (docs/studies/exploration.md): the gain over the base
 per level, divergence and estimator; Atomic - MC and Binary - MC per level (stratified by
 divergence, Welch t CI, Holm over the table); the mechanism per level and estimator (high-side
 clip fraction by μ bucket, the early rise of the correct answers' probability). Writes

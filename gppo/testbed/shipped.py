@@ -2,8 +2,8 @@
 
 ``base_models/base-<domain>.pt`` holds the default base's ``state_dict`` (float16, about 0.8 MB)
 and its warm-start key; ``base-<domain>.json`` holds the key's hash, how it was built, and its own
-avg@8 per benchmark as measured when it was shipped. The exploration family (docs/testbed.md,
-"When does the estimator matter?") ships beside it as ``base-<domain>-<setting><value>.pt`` /
+avg@8 per benchmark as measured when it was shipped. The exploration family
+(docs/studies/exploration.md) ships beside it as ``base-<domain>-<setting><value>.pt`` /
 ``.json``: the same recipe with one warm-start setting changed (``warmstart_target``).
 :func:`shipped_file` is what :func:`~gppo.testbed.warmstart.load_base_model` consults
 first: a spec whose base-model settings hash to a shipped key trains from that file and builds

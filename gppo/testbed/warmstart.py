@@ -4,7 +4,7 @@ Each training answer is replaced by a plausible wrong one (``Domain.corrupt``) w
 ``warmstart_noise``, so the warm-started policy puts real but partial mass on correct answers:
 sampled at temperature 1 its avg@8 is low but clearly non-zero, and RL has something to sharpen
 (from a base trained on clean answers and stopped at the same accuracy, GRPO gains a quarter as
-much: docs/testbed.md).
+much: docs/studies/base-robustness.md).
 
 **Why a target, not a step budget.** The arithmetic warm start crosses a late, abrupt transition
 (a loss plateau, then families are learned one after another), and *when* it crosses depends on
@@ -13,7 +13,8 @@ another. So the learning rate is constant after a short warm-up, and every
 ``warmstart_check_every`` steps the policy is scored (avg@8, temperature 1) on the domain's fixed
 validation prompts (:meth:`Domain.validation`, disjoint from the benchmarks and never trained on);
 the warm start stops at the first check whose domain mean reaches ``warmstart_target``. Where it
-stops varies with the machine; what it stops *at* does not (docs/testbed.md measures the spread).
+stops varies with the machine; what it stops *at* does not (docs/studies/base-robustness.md
+measures the spread).
 
 **Why restarts.** The time to the transition is heavy-tailed: of 18 math attempts (10 builds),
 10 reached the target 1,150-6,850 steps after their start and 8 were still below half of it
@@ -21,8 +22,8 @@ after 4,000 (without restarts, some learned slowly for 6,000 steps and more). So
 has not reached half the target within ``warmstart_restart_after`` (4,000) steps starts over from fresh weights, with
 the next attempt's seeds, up to ``warmstart_steps`` (30,000) in all: every one of 10 builds
 (5 seeds x 1 and 2 threads) then reaches the target, their benchmark means within 4.7 points
-(docs/testbed.md). ``warmstart_fine_check_every`` (opt-in, off by default and then out of the
-key) checks more often once a check has reached half the target.
+(docs/studies/base-robustness.md). ``warmstart_fine_check_every`` (opt-in, off by default and
+then out of the key) checks more often once a check has reached half the target.
 
 The default base of each domain is shipped with the package (:mod:`.shipped`), so the quick start
 builds nothing. Other settings build one, cached on disk under a hash of every setting it depends
@@ -197,8 +198,8 @@ def train_base(
 
     With ``warmstart_restart_after`` set, an attempt whose checks have not reached half the
     target within that many steps starts over from fresh weights (the next attempt's seeds): the
-    time to the transition is heavy-tailed (docs/testbed.md), and restarting, as a SAT solver
-    does, bounds it. A build that never restarts is the build without the rule (the shipped
+    time to the transition is heavy-tailed (docs/studies/base-robustness.md), and restarting,
+    as a SAT solver does, bounds it. A build that never restarts is the build without the rule (the shipped
     bases stopped at 1,750 and 900 steps, before it could act)."""
     domain = get_domain(settings.domain)
     noise = settings.warmstart_noise

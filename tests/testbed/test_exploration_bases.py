@@ -1,4 +1,4 @@
-"""The exploration family's bases (docs/testbed.md, "When does the estimator matter?") are what
+"""The exploration family's bases (docs/studies/exploration.md) are what
 their records and the docs say: each level's shipped file is the one a spec with that
 ``warmstart_target`` loads (nothing is built), it scores its recorded avg@8, and its correct
 answers have the recorded probability and token μ, falling level by level (the knob does what

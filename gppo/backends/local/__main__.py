@@ -138,7 +138,7 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
 
     def probe(step: int) -> None:
         """The correct answers' probability (teacher-forced, no randomness): the exploration
-        study's direct measure of how fast RL raises them (docs/testbed.md)."""
+        study's direct measure of how fast RL raises them (docs/studies/exploration.md)."""
         a = answer_summary(policy, probe_set)
         probes[step] = a
         if log is not None:

@@ -1,5 +1,5 @@
-"""The exploration study's separated effect still holds (docs/testbed.md, "When does the estimator
-matter?"): at the family's level 0.1 (base avg@8 12.2 %), the testbed's loop gives MC a higher
+"""The exploration study's separated effect still holds (docs/studies/exploration.md):
+at the family's level 0.1 (base avg@8 12.2 %), the testbed's loop gives MC a higher
 final avg@8 than Atomic (study: Atomic - MC = -2.3 points, 95 % CI [-3.7, -0.8], Holm p 0.047,
 5 seeds x TV and KL).
 

@@ -5,7 +5,7 @@ loss the policy never moves and the gain is exactly 0). They run with an empty b
 so the shipped base is what is used, and through the real entry point
 (``python -m gppo.backends.local``), as the quick start's cells are.
 
-Tolerances (docs/testbed.md, "The shipped base models"): evaluating the shipped base under another
+Tolerances (docs/testbed.md, "The base models"): evaluating the shipped base under another
 float reduction order (2 threads instead of 1) moved single samples only, at most
 ``RECORD_TOL`` per benchmark; GRPO's gain at the quick-start budget is +GAIN_MEASURED points
 with a seed sd of about SEED_SD points, so a mean gain of ``MIN_GAIN`` over two seeds is

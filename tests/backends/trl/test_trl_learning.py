@@ -6,8 +6,8 @@ test can fail).
 
 Budget and margin: ``STEPS`` = 15 steps of the preset (32 prompts x 8 samples, 8 updates per step)
 from one seed. The testbed's own loop gains +10.4 points at 15 steps (seeds 0-4: +7.4, +12.9,
-+9.6, +12.9, +9.4; sd 2.4), and TRL's gain at 60 steps agrees with the testbed's (docs/testbed.md,
-"Three trainers, one yardstick"). ``MIN_GAIN`` = 4 points is 2.6 seed sds below that mean. The base
++9.6, +12.9, +9.4; sd 2.4), and TRL's gain at 60 steps agrees with the testbed's
+(docs/studies/cross-trainer.md). ``MIN_GAIN`` = 4 points is 2.6 seed sds below that mean. The base
 row must be the shipped record (26.7 %).
 """
 
