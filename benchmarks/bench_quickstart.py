@@ -18,8 +18,10 @@ fresh working directory, then reads every cell's run back from the sweep's MLflo
         [--cache warm|cold] [--floor] [--workdir DIR] [--json out.json]
     .venv/bin/python benchmarks/bench_quickstart.py --analyse DIR --wall SECONDS [--floor]
 
-``--cache cold`` points GPPO_CACHE_DIR at an empty folder, so the first cell builds the base
-model (the others wait for it); ``warm`` uses the usual cache (built first if missing, untimed).
+``--cache cold`` points GPPO_CACHE_DIR at an empty folder: the shipped base is still loaded (a
+spec whose base does not ship builds it in its first cell, the others waiting for it) and the
+first cell computes the base's step-0 evaluation for the others; ``warm`` uses the usual cache
+(the base ensured there first, untimed).
 On a shared machine wall times are inflated by other load (the load average is printed): compare
 the CPU seconds per cell, which load does not inflate much.
 """
