@@ -56,8 +56,14 @@ ENV_SOCKET = "GPPO_FORK_SOCKET"
 ENV_SWITCH = "GPPO_FORK_SERVER"
 #: the jobs' entrypoint script: this file, run by path (:func:`client`)
 CLIENT_SCRIPT = os.path.abspath(__file__)
-#: the client's wait from its request to the cell process's pid
-PID_TIMEOUT_S = 60.0
+#: the client's wait from its request to the cell process's pid (then it runs the cell itself)
+PID_TIMEOUT_S = 15.0
+#: the launcher's wait for a server's answer to a ping before each job (then it is replaced)
+PING_TIMEOUT_S = 5.0
+#: servers started after the first when one stops serving; then the cells import their own
+MAX_REPLACEMENTS = 2
+#: a server's wait to exit on SIGTERM before SIGKILL
+STOP_WAIT_S = 30.0
 #: what the server imports before it forks: what every cell imports before its first step
 PRELOAD = (
     "torch",
@@ -152,6 +158,12 @@ def _spawn(conn: socket.socket, server_fds: list[int], notify: str | None = None
     except (OSError, ValueError) as exc:
         print(f"gppo fork server: bad request: {exc}", file=sys.stderr, flush=True)
         return
+    if request.get("ping"):  # the launcher's health check (:func:`ping`)
+        for fd in fds:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            conn.sendall(b"pong\n")
+        return
     sys.stdout.flush()
     sys.stderr.flush()
     child = os.fork()
@@ -235,25 +247,151 @@ def serve(path: str, parent: int | None = None, notify: str | None = None) -> No
 
 
 class Server:
-    """A started server: :meth:`path` waits (once) until it has imported everything."""
+    """The launch's fork server, kept healthy: :meth:`path` is asked once per job.
 
-    def __init__(self, proc: subprocess.Popen, socket_path: str, log: Path, timeout_s: float):
-        self.proc, self.socket_path, self.log, self.timeout_s = proc, socket_path, log, timeout_s
+    The first call waits (once) until the server has imported everything. Every call checks that
+    the server still serves (its process runs, is not stopped and answers a ping within
+    :data:`PING_TIMEOUT_S`): a server that does not (frozen by SIGSTOP, stuck, gone) is SIGKILLed
+    and replaced (at most :data:`MAX_REPLACEMENTS` times), so a cell retried after a stall is
+    never handed to the server that stalled it; meanwhile, and after the last replacement, the
+    jobs import their own modules (:meth:`path` is None). Each such change is said once, on
+    stderr."""
+
+    def __init__(self, folder: str, env: Mapping[str, str], timeout_s: float, notify: str | None):
+        self.folder, self.env, self.timeout_s, self.notify = folder, dict(env), timeout_s, notify
+        #: every server process started (the current one last), each ended by :meth:`close`
+        self.started: list[subprocess.Popen] = []
+        self.proc: subprocess.Popen | None = None
+        self.socket_path = ""
+        self.log: Path  # the current server's stderr
         self._ready: bool | None = None
+        self._since = 0.0  # monotonic start of the current server
+        self._start()
+
+    def _start(self) -> None:
+        import subprocess
+        import time
+        from pathlib import Path
+
+        n = len(self.started)
+        self.socket_path = os.path.join(self.folder, f"cells{n or ''}.sock")
+        self.log = Path(self.folder, f"server{n or ''}.log")
+        cmd = [sys.executable, "-m", __name__, "--socket", self.socket_path]
+        cmd += ["--parent", str(os.getpid())]
+        if self.notify:
+            cmd += ["--notify", self.notify]
+        with self.log.open("w") as err:
+            proc = subprocess.Popen(
+                cmd,
+                env={**os.environ, **self.env},
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,  # a terminal's Ctrl-C is the launcher's to handle
+                text=True,
+            )
+        self.started.append(proc)
+        self.proc, self._ready, self._since = proc, None, time.monotonic()
 
     def path(self) -> str | None:
-        """The socket, or None (said once, on stderr) when the server did not come up within
-        ``timeout_s``: the cells then import their modules themselves."""
+        """The socket of a server that serves now, or None: the job imports its own modules."""
+        import time
+
+        if self.proc is None:  # given up
+            return None
         if self._ready is None:
-            self._ready = _ready(self.proc, self.timeout_s)
-            if not self._ready:
+            first = len(self.started) == 1  # the launch's first jobs wait for its imports
+            waited = time.monotonic() - self._since
+            if _ready(self.proc, self.timeout_s if first else 0.0):
+                self._ready = True
+            elif first or waited > self.timeout_s or self.proc.poll() is not None:
                 lines = self.log.read_text(errors="replace").strip().splitlines()
-                print(
-                    "gppo: the cells' fork server did not start "
-                    f"({lines[-1] if lines else 'no output'}); each cell imports its own modules",
-                    file=sys.stderr,
-                )
-        return self.socket_path if self._ready else None
+                self._give_up(f"did not start ({lines[-1] if lines else 'no output'})")
+                return None
+            else:  # a replacement still importing: this job does without it
+                return None
+        why = _unhealthy(self.proc, self.socket_path)
+        if why:
+            self._replace(why)
+            return None
+        return self.socket_path
+
+    def _replace(self, why: str) -> None:
+        assert self.proc is not None
+        pid = self.proc.pid
+        _kill(self.proc)
+        if len(self.started) > MAX_REPLACEMENTS:
+            self._give_up(f"(pid {pid}) {why}: ended it", end=False)
+            return
+        self._start()
+        print(
+            f"gppo: the cells' fork server (pid {pid}) {why}: ended it and started another; "
+            "until it is ready each cell imports its own modules",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def _give_up(self, why: str, *, end: bool = True) -> None:
+        if end and self.proc is not None:
+            _kill(self.proc)
+        self.proc = None
+        print(
+            f"gppo: the cells' fork server {why}; each cell imports its own modules",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def close(self) -> None:
+        """End every server process started, for certain: SIGTERM (and SIGCONT, so a stopped
+        one can act on it), then SIGKILL after :data:`STOP_WAIT_S`."""
+        import subprocess
+
+        for proc in self.started:
+            if proc.poll() is None:
+                with contextlib.suppress(OSError):
+                    proc.terminate()
+                    os.kill(proc.pid, signal.SIGCONT)
+                try:
+                    proc.wait(timeout=STOP_WAIT_S)
+                except subprocess.TimeoutExpired:
+                    _kill(proc)
+            if proc.stdout is not None:
+                proc.stdout.close()
+
+
+def _kill(proc: subprocess.Popen) -> None:
+    """SIGKILL (which a stopped process cannot ignore either) and reap."""
+    with contextlib.suppress(OSError):
+        proc.kill()
+    proc.wait()
+
+
+def _unhealthy(proc: subprocess.Popen, path: str) -> str:
+    """Why the server ``proc`` listening on ``path`` does not serve ("" when it does): exited,
+    stopped (SIGSTOP, a debugger), or no answer to a ping within :data:`PING_TIMEOUT_S`."""
+    if proc.poll() is not None:
+        return f"exited (code {proc.returncode})"
+    with contextlib.suppress(OSError), open(f"/proc/{proc.pid}/stat") as fh:
+        state = fh.read().rpartition(")")[2].split()[0]
+        if state in ("T", "t"):
+            return "is stopped"
+    if not ping(path, PING_TIMEOUT_S):
+        return f"did not answer a ping within {PING_TIMEOUT_S:g} s"
+    return ""
+
+
+def ping(path: str, timeout_s: float) -> bool:
+    """Whether the server on ``path`` answers a ping (``{"ping": true}``: ``pong``, no fork)
+    within ``timeout_s``."""
+    body = json.dumps({"ping": True}).encode()
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout_s)
+        try:
+            sock.connect(path)
+            sock.sendall(HEADER.pack(len(body)) + body)
+            return sock.recv(16).startswith(b"pong")
+        except OSError:
+            return False
 
 
 @contextlib.contextmanager
@@ -291,56 +429,22 @@ def running(
 ) -> Iterator[Server]:
     """Start a server for this process's launch (``env``: the cells' job environment, e.g. the
     OpenMP thread count that torch reads when it is imported). It imports while the launch
-    starts its Ray head; :meth:`Server.path` waits for it. ``on_cell_end`` is called (from
-    another thread) each time a cell returns. Stopped on exit."""
+    starts its Ray head; :meth:`Server.path` waits for it, and replaces it when it no longer
+    serves. ``on_cell_end`` is called (from another thread) each time a cell returns. Every
+    server process it started is ended on exit."""
     import shutil
     import tempfile
 
     folder = tempfile.mkdtemp(prefix="gppo-fork-")
     try:
-        with (
-            notified(os.path.join(folder, "ended.sock"), on_cell_end) as notify,
-            _server(folder, env, timeout_s, notify) as server,
-        ):
-            yield server
+        with notified(os.path.join(folder, "ended.sock"), on_cell_end) as notify:
+            server = Server(folder, env, timeout_s, notify)
+            try:
+                yield server
+            finally:
+                server.close()
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextlib.contextmanager
-def _server(
-    folder: str, env: Mapping[str, str], timeout_s: float, notify: str | None
-) -> Iterator[Server]:
-    """The server process, its socket and log in ``folder``; terminated on exit."""
-    import subprocess
-    from pathlib import Path
-
-    path, log = os.path.join(folder, "cells.sock"), Path(folder, "server.log")
-    cmd = [sys.executable, "-m", __name__, "--socket", path, "--parent", str(os.getpid())]
-    if notify:
-        cmd += ["--notify", notify]
-    with log.open("w") as err:
-        proc = subprocess.Popen(
-            cmd,
-            env={**os.environ, **env},
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            start_new_session=True,  # a terminal's Ctrl-C is the launcher's to handle
-            text=True,
-        )
-    try:
-        yield Server(proc, path, log, timeout_s)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        if proc.stdout is not None:
-            proc.stdout.close()
 
 
 def _ready(proc: subprocess.Popen, timeout_s: float) -> bool:
@@ -385,6 +489,10 @@ def _lines(sock: socket.socket):
             yield line.decode()
 
 
+class _Signalled(Exception):
+    """A stop signal reached the client before the server named the cell's pid."""
+
+
 def client(argv: list[str]) -> int:
     """A cell's Ray job (this file run by path with the cell's ``argv``): hand the cell to the
     server named by ``GPPO_FORK_SOCKET``, forward SIGTERM, SIGINT and SIGHUP to the cell process
@@ -398,11 +506,14 @@ def client(argv: list[str]) -> int:
     body = json.dumps({"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}).encode()
     cell_pid: list[int] = []
     received: list[int] = []  # signals for the cell (sent as soon as its pid is known)
+    waiting = [True]  # for the pid: a signal then ends the wait (the job is being stopped)
 
     def forward(signum: int, _frame) -> None:
         received.append(signum)
         if cell_pid:
             os.kill(cell_pid[0], signum)
+        elif waiting[0]:
+            raise _Signalled
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
@@ -411,11 +522,15 @@ def client(argv: list[str]) -> int:
         sock.settimeout(PID_TIMEOUT_S)
         answers = _lines(sock)
         first = next(answers, "")
-    except OSError:
+        waiting[0] = False
+    except (OSError, _Signalled):
         first = ""
-    if not first.startswith("pid "):  # the server did not take it: no cell runs, run it here
-        sock.close()
-        _fallback(argv)
+    waiting[0] = False
+    if not first.startswith("pid "):  # the server did not take it (stopped, gone, too slow)
+        sock.close()  # a cell it forks later sees the socket closed and kills itself
+        if received:  # the job was stopped meanwhile: no cell at all
+            return 128 + received[-1]
+        _fallback(argv)  # run the cell here
     cell_pid.append(int(first.split()[1]))
     for signum in list(received):
         os.kill(cell_pid[0], signum)

@@ -194,3 +194,50 @@ def test_the_launcher_hears_of_each_cell_that_returns(tmp_path):
         assert bad.wait(timeout=120) != 0
         assert heard.acquire(timeout=30)
         assert not heard.acquire(timeout=0.5)  # once per cell
+
+
+def _stopped(pid: int) -> None:
+    """SIGSTOP ``pid`` and wait until it is stopped (what a hung server looks like)."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 10
+    while psutil.Process(pid).status() != psutil.STATUS_STOPPED:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_a_stopped_server_is_ended_and_replaced(tmp_path):
+    """A server frozen by SIGSTOP is not handed the next job: it is SIGKILLed at once (a stopped
+    process acts on nothing else), a replacement imports meanwhile (the jobs run without one
+    until it is ready) and serves the jobs after; the replacement, too, is gone at the end."""
+    with forkserver.running({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) as started:
+        first = started.path()
+        assert first is not None
+        frozen = started.proc.pid
+        _stopped(frozen)
+        assert started.path() is None  # this job imports its own modules
+        assert not psutil.pid_exists(frozen) or psutil.Process(frozen).status() == "zombie"
+        deadline = time.monotonic() + 120
+        while (again := started.path()) is None:
+            assert time.monotonic() < deadline, "no replacement became ready"
+            time.sleep(0.2)
+        assert again != first and forkserver.ping(again, 5.0)
+        forked = _summary(tmp_path, "replaced", TINY, again)
+        assert forked["perf"][M.PERF_FORKED] == 1.0 and forked["evals"]
+        replacement = started.proc
+    assert replacement.poll() is not None  # ended with the launch
+
+
+def test_a_job_stopped_while_the_server_is_frozen_runs_no_cell(tmp_path):
+    """The client waits for a frozen server's answer; a stop (SIGTERM: stall detection, `ray
+    job stop`) then ends the job at once, as a killed process (143), and no cell runs: not
+    forked, not run by the client itself."""
+    with forkserver.running({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) as started:
+        path = started.path()
+        assert path is not None
+        _stopped(started.proc.pid)
+        out = tmp_path / "never.json"
+        proc = _client([*TINY, "--summary-json", str(out)], path, stdout=subprocess.PIPE)
+        time.sleep(1.0)  # connected, waiting for the cell's pid
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=10) == 143
+        assert not out.exists()

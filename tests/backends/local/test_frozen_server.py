@@ -1,0 +1,99 @@
+"""The testbed's fork server frozen mid-sweep (SIGSTOP, issue 46): a sweep with more cells than
+slots still finishes every cell and exits 0. The launcher checks the server before it hands it
+each job: the frozen one is SIGKILLed, the later cells import their own modules (or go to its
+replacement), and when the launch ends no process it started is left, the frozen server
+included (counted by an environment variable only its own processes inherit)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+import yaml
+from helpers import LAUNCH_TAG, alive, cell_runs, none_left
+
+from gppo.processes import registry_root
+
+pytestmark = pytest.mark.slow
+
+NAME = "frozen-server"
+SPEC = {
+    "name": NAME, "backend": "local",
+    "local": {"domain": "math", "steps": 6, "prompts_per_step": 4, "eval_prompts": 4},
+    "grid": {"divergences": ["tv", "kl"], "estimators": ["mc"]}, "seeds": 2, "eval": {"k": 2},
+    "ray": {"max_concurrent": 2, "resources": {"num_cpus": 1, "num_gpus": 0}},
+    # without the check, a cell handed to the frozen server stalls, and so does every retry
+    "retries": {"max": 1, "backoff_s": 0.5, "stall_timeout_s": 25, "kill_grace_s": 1},
+}  # fmt: skip
+
+
+def _fork_server(tag: str) -> psutil.Process | None:
+    """The launch's fork server: started with its tag, running the server's module."""
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if "gppo.backends.local.forkserver" in cmd and proc.environ().get(LAUNCH_TAG) == tag:
+                return proc
+        except (psutil.Error, OSError):
+            continue
+    return None
+
+
+def _forked_attempts(since: float) -> int:
+    """Attempts of this sweep whose cell the fork server has forked (registered) since ``since``."""
+    return sum(
+        1
+        for folder in registry_root().glob(f"gppo-{NAME}-*")
+        if folder.stat().st_mtime >= since and any(folder.iterdir())
+    )
+
+
+@pytest.mark.timeout(900)
+def test_a_fork_server_frozen_mid_sweep_costs_no_cell(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(yaml.safe_dump({**SPEC, "tracking": {"uri": uri}}))
+    tag = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
+    env.update({LAUNCH_TAG: tag, "COLUMNS": "200", "GPPO_CACHE_DIR": str(tmp_path / "cache")})
+    log = tmp_path / "out.log"
+    started = time.time()
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gppo.cli", "launch", str(spec)],
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    frozen = None
+    try:
+        deadline = time.time() + 600
+        while frozen is None:  # the first two cells are forked: freeze the server
+            assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+            server = _fork_server(tag)
+            if server is not None and _forked_attempts(started) >= 2:
+                server.send_signal(signal.SIGSTOP)
+                frozen = server.pid
+            time.sleep(0.1)
+        assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if frozen is not None and alive(frozen):
+            os.kill(frozen, signal.SIGKILL)
+            os.kill(frozen, signal.SIGCONT)
+    text = log.read_text()
+    assert f"fork server (pid {frozen}) is stopped" in text, text[-3000:]
+    runs = cell_runs(uri)
+    assert len(runs) == 4 and {r.info.status for r in runs.values()} == {"FINISHED"}, text[-3000:]
+    assert not alive(frozen)
+    assert none_left(tag) == [], text[-2000:]
