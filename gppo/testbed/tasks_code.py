@@ -9,7 +9,7 @@ A program is a left-to-right pipeline of ops on a list of digits:
 ``d<k>``  drop the first k (k = 1..3)
 ========  =================================  ========  ==============================
 
-A prompt shows two input>output examples, e.g. ``31425>13;90817>179:``; the policy answers
+A prompt shows two input>output examples, e.g. ``31425>135;90817>179:``; the policy answers
 with a program (``os``). The reward is 1 iff the answer parses and reproduces the target's output
 on the shown inputs *and* on four hidden inputs (derived from the prompt), so any equivalent
 program scores. Benchmarks (graded): ``dsl-map`` (one ``a<k>``), ``dsl-list`` (one structural op),
