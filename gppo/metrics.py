@@ -183,6 +183,7 @@ TAG_ATTEMPT = "gppo.attempt"
 TAG_DOMAIN = "gppo.domain"
 TAG_BACKEND = "gppo.backend"
 TAG_CELL_HASH = "gppo.cell_hash"  # hash of the cell's resolved settings
+TAG_COST_KEY = "gppo.cost_key"  # what its cost depends on (gppo.store.cost.cost_key)
 #: a cell's run key (gppo.grid.sharing.run_key): cells with one key are served by one run
 TAG_RUN_KEY = "gppo.run_key"
 #: on a follower's run (a cell that is the same function as its lead): the id of the run whose

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
-from gppo.backends.checkresult import CellCheck
+from gppo.backends.checkresult import CellCheck, StepTiming
 from gppo.cell import Cell, Resources
 from gppo.errors import BackendError
 from gppo.registry import Registry
@@ -121,6 +121,13 @@ class Backend(ABC):
             f"{spec_path}: backend: {self.name!r} has no pre-flight checks (`gppo-sweep plan` "
             "validates its settings)"
         )
+
+    def step_timing(self, cell: Cell) -> StepTiming | None:
+        """One training step of ``cell`` (and the work around a run's steps) timed on this
+        machine, for ``plan``'s cost forecast when the store has no comparable runs
+        (:mod:`gppo.sweep.forecast`); ``None`` (the default): the backend cannot time one in
+        seconds here (verl and TRL start a trainer: their ``check --train-step`` is the measure)."""
+        return None
 
     def check_options(self, spec_path: str, *, train_step: bool = False) -> None:
         """Refuse, in one line (:class:`~gppo.errors.BackendError`), a ``check`` option this

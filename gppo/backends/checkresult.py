@@ -21,3 +21,19 @@ class CellCheck:
 def one_line(text: str) -> str:
     text = " ".join(str(text).split())
     return text[:300] + ("..." if len(text) > 300 else "")
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """A cell's training step timed on this machine (:meth:`Backend.step_timing`), and the rest
+    of its run: ``startup_s`` (process start, the base model, the evaluations and probes a run
+    does) and ``step_s`` (one training step), for a run of ``steps`` steps."""
+
+    startup_s: float
+    step_s: float
+    steps: int
+
+    @property
+    def run_s(self) -> float:
+        """A run's seconds: start-up plus its steps."""
+        return self.startup_s + self.step_s * self.steps

@@ -236,6 +236,8 @@ def status(
     console = _console()
     console.print(f"sweep {p.sweep_id}")
     console.print(status_table(rows))
+    for fix in dict.fromkeys(r.fix for r in rows if r.fix):  # the tracking server refused nodes
+        console.print(f"to fix: {fix}", markup=False, highlight=False)
 
 
 @command()

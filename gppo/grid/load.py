@@ -173,7 +173,8 @@ def region_preview(cell: Cell, mus: tuple[float, ...] = PREVIEW_MUS) -> list[lis
 
 
 def plan_rows(plan: Plan, *, regions: bool = True) -> list[dict[str, Any]]:
-    """One JSON-safe dict per cell: coordinates, δ, region preview, seed, the job's argv and
+    """One JSON-safe dict per cell: coordinates, δ, region preview, seed, its run key and the
+    lead whose run serves it (``same_runs``, :mod:`gppo.grid.sharing`), the job's argv and
     its environment (the backend's variables plus the two the launcher sets: the tracking URI and
     the run id, which exists only once the launch creates the cell's run)."""
     from gppo import metrics as M
@@ -186,6 +187,9 @@ def plan_rows(plan: Plan, *, regions: bool = True) -> list[dict[str, Any]]:
         M.ENV_TRACKING_URI: without_password(resolve_tracking_uri(plan.spec.tracking.uri)),
         M.ENV_RUN_ID: "<run id, at launch>",
     }
+    from gppo.grid.sharing import lead_of, run_key
+
+    leads = lead_of(plan.cells)  # cells that are the same function as an earlier one
     rows = []
     for cell in plan.cells:
         job = backend.job(cell)
@@ -200,6 +204,8 @@ def plan_rows(plan: Plan, *, regions: bool = True) -> list[dict[str, Any]]:
                 "region": region_preview(cell) if regions else None,
                 "mus": list(PREVIEW_MUS),
                 "config_hash": cell.config_hash,
+                "run_key": run_key(cell),
+                "same_runs": leads.get(cell.id),  # the lead whose run serves it, or None
                 "entrypoint": list(job.argv),
                 "env": {**dict(job.env), **launcher_env},
                 "command": job.entrypoint,

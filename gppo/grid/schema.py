@@ -41,6 +41,11 @@ Fields and defaults::
                                    seeds and every axis (paths and rules: :mod:`gppo.grid.axes`)
     select: []                     axes on which report's "each cell at its best point" picks
                                    each cell's value by its held-out selection score
+    cost: null                     {gpu_hour: 2.5, cpu_hour: 0.05, currency: USD}: a price that
+                                   turns CPU-/GPU-hours into money wherever they are shown
+    budget: null                   {gpu_hours, cpu_hours, runs} (any of them): the launcher starts
+                                   no run whose forecast would take the sweep past one
+                                   (docs/cost.md; :mod:`gppo.sweep.budget`)
 
 δ, r_min, ratio_bounds and dual_clip are checked by the objectives library's own rules
 (:mod:`gppo.objectives.checks`: δ a finite number > 0, r_min in (0, 1), dual_clip > 1 or null).
@@ -68,6 +73,7 @@ from gppo.objectives.checks import check_delta, check_dual_clip, check_r_min, ch
 from gppo.objectives.divergences import paper_divergences
 from gppo.objectives.estimators import paper_estimators
 from gppo.objectives.methods import baseline_names
+from gppo.store.cost import Price
 
 NAME_RE = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
 #: the default grid, the paper's 4 x 3 (tagged ``paper`` in the registries, registration order)
@@ -236,6 +242,32 @@ class Override(_Strict):
     resources: ResourceSpec | None = None
 
 
+class CostSpec(_Strict):
+    """A price per CPU-hour and per GPU-hour (``cost:``)."""
+
+    gpu_hour: float = Field(0.0, ge=0)
+    cpu_hour: float = Field(0.0, ge=0)
+    currency: str = Field("USD", pattern=r"^[A-Za-z$€£¥._-]{1,12}$")
+
+    @property
+    def price(self) -> Price:
+        return Price(self.gpu_hour, self.cpu_hour, self.currency)
+
+
+class Budget(_Strict):
+    """What a sweep may spend (``budget:``): GPU-hours, CPU-hours, runs; any combination."""
+
+    gpu_hours: float | None = Field(None, gt=0)
+    cpu_hours: float | None = Field(None, gt=0)
+    runs: int | None = Field(None, ge=1)
+
+    @model_validator(mode="after")
+    def _some(self) -> Budget:
+        if self.gpu_hours is None and self.cpu_hours is None and self.runs is None:
+            raise ValueError("budget needs at least one of gpu_hours, cpu_hours, runs")
+        return self
+
+
 class GridSpec(_Strict):
     name: str
     backend: str = DEFAULT_BACKEND
@@ -256,6 +288,13 @@ class GridSpec(_Strict):
     #: dotted path -> values (checked against the backend at expansion, :mod:`gppo.grid.axes`)
     axes: dict[str, Any] = Field(default_factory=dict)
     select: list[str] = Field(default_factory=list)
+    cost: CostSpec | None = None
+    budget: Budget | None = None
+
+    @property
+    def price(self) -> Price | None:
+        """The ``cost:`` price (None: hours only)."""
+        return self.cost.price if self.cost else None
 
     @field_validator("name")
     @classmethod

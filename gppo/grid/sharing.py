@@ -66,3 +66,22 @@ def lead_of(cells: Iterable[Cell]) -> dict[str, str]:
 def run_count(cells: Sequence[Cell]) -> int:
     """How many runs ``cells`` need: one per group of :func:`run_groups`."""
     return len({run_key(c) for c in cells})
+
+
+def runs_text(cells: Sequence[Cell]) -> str:
+    """``51 cells, 48 runs`` (what ``plan`` prints): the cells and the runs they need."""
+    n, runs = len(cells), run_count(cells)
+    return f"{n} cell{'s' * (n != 1)}, {runs} run{'s' * (runs != 1)}"
+
+
+def shared_text(cells: Sequence[Cell], shown: int = 6) -> str | None:
+    """``3 cells share an identical cell's runs: chi2-mc-s0 = tv-mc-s0, ...`` (None: none)."""
+    pairs = [f"{f} = {lead}" for f, lead in lead_of(cells).items()]
+    if not pairs:
+        return None
+    more = ", ..." if len(pairs) > shown else ""
+    n = len(pairs)
+    return (
+        f"{n} cell{'s' * (n != 1)} share{'s' * (n == 1)} an identical cell's runs (the same "
+        f"function, docs/running.md): {', '.join(pairs[:shown])}{more}"
+    )

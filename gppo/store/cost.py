@@ -19,12 +19,14 @@ An optional :class:`Price` (the spec's ``cost:``) turns hours into money whereve
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from gppo import metrics as M
-from gppo.cell import Resources
+from gppo.cell import Cell, Resources
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -66,6 +68,32 @@ class Hours:
         return self.cpu * price.cpu_hour + self.gpu * price.gpu_hour
 
 
+#: the backend settings that drive a run's cost, by name, in whichever backend has them: the
+#: model and data, the steps, the batch (prompts per step, group size, updates), the response
+#: length, the evaluation, the processes and devices (docs/cost.md, "Comparable runs")
+COST_SETTINGS = (
+    "domain", "model_path", "train_file", "testbed", "warmstart_target", "cpu",
+    "steps", "total_steps",
+    "prompts_per_step", "group_size", "minibatches", "mini_batch_prompts", "ppo_epochs",
+    "max_prompt_length", "max_response_length", "max_new_tokens",
+    "eval_prompts", "eval_every", "eval_batch_size", "verl_validation",
+    "num_threads", "num_gpus", "num_processes", "nnodes", "gpus_per_node", "rollout_tp",
+    "dtype", "use_vllm", "gradient_checkpointing",
+)  # fmt: skip
+
+
+def cost_key(cell: Cell, resources: Resources) -> str:
+    """What makes two runs comparable in cost (16 hex digits): the backend, the
+    :data:`COST_SETTINGS` of the cell's settings, its benchmarks, avg@k, whether it scores a
+    selection split, and the job's resources. Not the loss, the seed or the learning rate: cells
+    that differ only there cost the same. An axis over ``steps`` or the model changes it."""
+    settings = {k: cell.settings[k] for k in COST_SETTINGS if k in cell.settings}
+    held = [resources.num_cpus, resources.num_gpus, resources.nodes]
+    key = [cell.backend, settings, list(cell.benchmarks), cell.eval_k, cell.select, held]
+    text = json.dumps(key, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def hours_of(resources: Resources, wall_s: float) -> Hours:
     """One run of ``wall_s`` seconds holding ``resources``."""
     h = wall_s / SECONDS_PER_HOUR
@@ -81,20 +109,26 @@ def resource_metrics(resources: Resources) -> dict[str, float]:
     }
 
 
-def attempt_cost(metrics: Mapping[str, float], seconds: float) -> dict[str, float]:
-    """The run's cost metrics once an attempt of ``seconds`` has ended: the resources logged at
-    submission (``metrics``, the run's latest values) x ``seconds``, added to what the run's
-    earlier attempts logged. Empty when the run has no resources logged (a run submitted before
-    cost was accounted)."""
+def attempt_hours(metrics: Mapping[str, float], seconds: float) -> Hours | None:
+    """One attempt of ``seconds`` holding the resources logged at its submission (``metrics``,
+    the run's latest values); None when the run has none logged (submitted before cost was
+    accounted)."""
     if M.COST_NUM_CPUS not in metrics:
+        return None
+    held = Resources(metrics[M.COST_NUM_CPUS], metrics.get(M.COST_NUM_GPUS, 0.0))
+    return hours_of(held, max(0.0, seconds))
+
+
+def attempt_cost(metrics: Mapping[str, float], seconds: float) -> dict[str, float]:
+    """The run's cost metrics once an attempt of ``seconds`` has ended: :func:`attempt_hours`
+    added to what the run's earlier attempts logged (empty: no resources logged)."""
+    got = attempt_hours(metrics, seconds)
+    if got is None:
         return {}
-    seconds = max(0.0, seconds)
-    h = seconds / SECONDS_PER_HOUR
     return {
-        M.COST_WALL_S: metrics.get(M.COST_WALL_S, 0.0) + seconds,
-        M.COST_CPU_HOURS: metrics.get(M.COST_CPU_HOURS, 0.0) + metrics[M.COST_NUM_CPUS] * h,
-        M.COST_GPU_HOURS: metrics.get(M.COST_GPU_HOURS, 0.0)
-        + metrics.get(M.COST_NUM_GPUS, 0.0) * h,
+        M.COST_WALL_S: metrics.get(M.COST_WALL_S, 0.0) + got.wall_s,
+        M.COST_CPU_HOURS: metrics.get(M.COST_CPU_HOURS, 0.0) + got.cpu,
+        M.COST_GPU_HOURS: metrics.get(M.COST_GPU_HOURS, 0.0) + got.gpu,
     }
 
 

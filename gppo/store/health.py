@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import re
 import sys
 import urllib.error
 import urllib.request
@@ -192,6 +193,41 @@ def failure_line(failure: str) -> str:
         (ln.strip() for ln in reversed(lines) if ln.strip().startswith(CELL_REFUSED)), ""
     )
     return f"{lines[0]}: {refused}" if refused else lines[0]
+
+
+#: MLflow's words for a refused request, in a job log (a refusal after the job's first read)
+_REFUSED_IN_LOG = re.compile(r"\b(UNAUTHENTICATED|PERMISSION_DENIED)\b|error code (401|403)\b")
+
+
+def node_refusal(failure: str) -> str:
+    """The line of an attempt's failure tag (its note, then its job log's tail) that says the
+    tracking server refused the cell's node (the job's :data:`CELL_REFUSED` line, else MLflow's
+    401/403 error), or ``""``. Such a failure is the setup's, not the attempt's: a retry would
+    be refused the same way."""
+    lines = [ln.strip() for ln in failure.strip().split("\n")[1:] if ln.strip()]
+    for line in reversed(lines):
+        if line.startswith(CELL_REFUSED):
+            return line
+    return next((ln[:300] for ln in reversed(lines) if _REFUSED_IN_LOG.search(ln)), "")
+
+
+def what_to_grant(refusal: str, experiment: str, experiment_id: str) -> str:
+    """What to do about a node's :func:`node_refusal` line, in one sentence: for a 403, the
+    permission the node's account needs on the sweep's experiment (MLflow's basic auth); for a
+    401, the credentials the node lacks."""
+    if "403" in refusal or "PERMISSION_DENIED" in refusal:
+        found = re.search(r"of (user '[^']*')", refusal)
+        who = found.group(1) if found else "the node's account"
+        return (
+            f"grant {who} EDIT on experiment {experiment!r} (id {experiment_id}) on the tracking "
+            'server, or on every experiment through a role (docs/cluster-guide.md, "A node '
+            'account"), then launch again'
+        )
+    return (
+        "give the node an account of the tracking server (MLFLOW_TRACKING_USERNAME and "
+        "MLFLOW_TRACKING_PASSWORD in the environment `ray start` runs in, or ~/.mlflow/"
+        "credentials on the node), then launch again"
+    )
 
 
 def exit_if_refused(client: Any, uri: str | None, run_id: str) -> None:

@@ -5,7 +5,8 @@ retry with backoff, for the launcher's cells and the tuner's trials alike.
 :class:`gppo.store.state.State` (PENDING → RUNNING → ENDING → DONE, or WAITING for a retry after
 :func:`backoff`, FAILED after the last, STOPPED) and reports each change as an :class:`Event`:
 ``submitted``, ``attached``, ``running``, ``step``, ``finished`` (with the cell's final score),
-``failed`` (with the reason), ``retrying``, ``stalled``, ``killed`` (an attempt's processes
+``failed`` (with the reason; at once, not retried, when the tracking server refused the cell's
+node: :func:`~gppo.store.health.node_refusal`), ``retrying``, ``stalled``, ``killed`` (an attempt's processes
 outlived its job and were SIGKILLed: :mod:`gppo.processes`), ``ended`` (they were, and exited
 on SIGTERM), ``stopped``, ``outage``, ``recovered``.
 Displays (:class:`gppo.sweep.progress_log.LaunchLog`, the tuner's progress) print events; none
@@ -31,6 +32,7 @@ from gppo import metrics as M
 from gppo.backends.base import Job
 from gppo.cell import Cell
 from gppo.errors import SubmissionExists, SubmissionRefused
+from gppo.store.health import node_refusal
 from gppo.store.state import ACTIVE_JOB, State
 from gppo.sweep.dispatcher import Attempt, Dispatcher
 from gppo.sweep.outage import SERVICES, OutageClock
@@ -375,6 +377,12 @@ class AttemptDriver:
         else:
             if self.reuse_run:  # e.g. verl: the retry resumes the same run
                 st.reuse_run = att.run_id
+            refused = node_refusal(att.failure)
+            if refused:  # the setup's failure: every retry would be refused the same way
+                st.tries, st.why = st.tries + 1, refused
+                st.state, st.note = FAILED, "failed at once, not retried"
+                self.emit("failed", st, note=st.note, reason=refused)
+                return st.state
             why = (
                 att.failure.strip().splitlines()[0] if att.killed_by and att.failure.strip() else ""
             )

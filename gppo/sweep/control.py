@@ -12,7 +12,8 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.grid.load import Plan
-from gppo.store.health import failure_line
+from gppo.store.cost import spent
+from gppo.store.health import failure_line, node_refusal, what_to_grant
 from gppo.store.state import ACTIVE_JOB, State, cell_state, run_state
 from gppo.store.tracking import attempt_of, latest_metric
 from gppo.sweep.cluster import Cluster, ensure_cluster, last_temp_dir, stop_local_head
@@ -33,6 +34,11 @@ class CellStatus:
     job_status: str | None = None
     #: why the latest failed attempt of this cell failed (first line of ``gppo.failure``)
     last_failure: str | None = None
+    #: what the cell's runs have cost so far, every attempt (gppo.store.cost; None: nothing yet)
+    cpu_hours: float | None = None
+    gpu_hours: float | None = None
+    #: what to do when the tracking server refused the cell's node (what to grant to whom)
+    fix: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -88,11 +94,19 @@ def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
         if failed:
             failure = (failed[-1].data.tags.get(M.TAG_FAILURE) or "").strip()
             st.last_failure = failure_line(failure) or None  # a cell refused by MLflow: why
+            refused = node_refusal(failure)
+            if refused:
+                if refused not in (st.last_failure or ""):
+                    st.last_failure = f"{st.last_failure}: {refused}"
+                st.fix = what_to_grant(refused, plan.spec.experiment, opened[1])  # type: ignore[index]
         got = latest_metric(run, M.TRAIN_SCORE)
         if got:
             st.score, st.step = got
         ev = latest_metric(run, M.eval_domain_metric(k))
         st.eval_score = ev[0] if ev else None
+        paid = spent(r.data.metrics for r in runs)
+        if paid.runs:
+            st.cpu_hours, st.gpu_hours = paid.cpu, paid.gpu
         out.append(st)
     return out
 

@@ -19,7 +19,7 @@ from gppo import processes
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.errors import GppoError, SubmissionExists, SubmissionRefused
-from gppo.store.cost import attempt_cost, resource_metrics
+from gppo.store.cost import attempt_cost, cost_key, resource_metrics
 from gppo.store.state import ACTIVE_JOB, State
 from gppo.store.tracking import Tracking, is_finished, log_metrics
 from gppo.store.uri import without_password
@@ -181,6 +181,7 @@ class Dispatcher:
             self.tracking.client.update_run(run_id, status="RUNNING")
             self.tracking.set_tags(run_id, {M.TAG_ATTEMPT: str(attempt), M.TAG_RAY_JOB_ID: sid})
         log_metrics(self.tracking.client, run_id, resource_metrics(job.resources), step=0)
+        self.tracking.set_tags(run_id, {M.TAG_COST_KEY: cost_key(cell, job.resources)})
         # Ray's job info is readable by everyone with access to the cluster (the Jobs API, the
         # dashboard): no password in it; the job's node supplies its own credentials
         public_uri = without_password(self.tracking.uri)

@@ -1,36 +1,22 @@
-"""What ``plan`` says about a spec's size and cost: its axes, its number of runs, and a wall-time
-estimate from earlier runs of the same backend in the spec's store (read only; a store that does
-not exist is not created).
-
-The estimate: the mean wall time of the latest finished cell runs of the backend (at most
-:data:`SAMPLE` of them, any sweep) x the runs / ``ray.max_concurrent``. It assumes the new runs
-cost what the earlier ones did (an axis over ``steps`` or the model size does not).
+"""What ``plan`` says under its table about a spec's size and cost: its axes, its number of runs
+and the cost forecast (:mod:`gppo.sweep.forecast`), against the spec's budget when it has one
+(:mod:`gppo.sweep.budget`). Reads the store only (one that does not exist is not created).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
-from gppo import metrics as M
 from gppo.cell import SEED_MARK, Cell
 from gppo.grid.load import Plan
-from gppo.store.uri import resolve_tracking_uri
-
-#: earlier runs the estimate averages over (the latest finished ones)
-SAMPLE = 200
-
-
-@dataclass(frozen=True)
-class Estimate:
-    runs: int  # earlier runs averaged
-    mean_s: float  # their mean wall time
-    wall_s: float  # the plan's runs at the spec's concurrency
+from gppo.grid.sharing import runs_text, shared_text
+from gppo.sweep.budget import budget_lines
+from gppo.sweep.forecast import Forecast, forecast, forecast_lines
 
 
-def plan_lines(plan: Plan) -> list[str]:
-    """The lines ``plan`` prints under its table: the axes (what each moves), the run count and,
-    where the store has earlier runs of the backend, the estimate."""
+def plan_lines(plan: Plan, fc: Forecast | None = None) -> list[str]:
+    """The lines ``plan`` prints under its table: the axes (what each moves), the run count, the
+    forecast (``fc``, else made here) and the budget."""
     cells = plan.cells
     spec = plan.spec
     lines = []
@@ -43,19 +29,15 @@ def plan_lines(plan: Plan) -> list[str]:
             lines.append(
                 f"  {', '.join(still)}: not moved by {path} (one set of runs at every point)"
             )
-    lines.append(f"{len(cells)} runs = {_shape(plan)}")
-    est = estimate(plan)
-    if est is None:
-        lines.append(f"wall time: no earlier {spec.backend} runs in the store to estimate from")
-    else:
-        lines.append(
-            f"wall time ≈ {_hms(est.wall_s)} at max_concurrent={spec.ray.max_concurrent} "
-            f"(mean {est.mean_s:.0f} s a run over {est.runs} earlier {spec.backend} runs)"
-        )
-    return lines
+    lines.append(f"{runs_text(cells)}: {_shape(plan)}")
+    shared = shared_text(cells)  # cells that are the same function share their runs
+    lines += [shared] if shared else []
+    fc = fc if fc is not None else forecast(plan)
+    return lines + forecast_lines(fc, spec.price) + budget_lines(spec.budget, fc, spec.price)
 
 
 def _base_id(cell: Cell) -> str:
+    """The cell's id without its seed (``kl-atomic_r_min0.8``)."""
     return cell.id.rpartition(SEED_MARK)[0] or cell.id
 
 
@@ -63,10 +45,10 @@ def _shape(plan: Plan) -> str:
     """``12 cells x 3 points x 3 seeds + 5 cells x 1 point x 3 seeds``: cells grouped by the
     number of axis points they run at."""
     seeds = len(plan.spec.seed_list)
-    points: dict[str, set[str]] = {}
-    for c in plan.cells:
-        base = c.id.rpartition(SEED_MARK)[0] or c.id
-        points.setdefault(_cell_of(c), set()).add(base)
+    points: dict[tuple[str | None, ...], set[str]] = {}
+    for c in plan.cells:  # a cell: its loss's coordinates (an alias is its grid cell), or method
+        what = (c.divergence, c.estimator) if c.divergence else (c.method,)
+        points.setdefault(what, set()).add(_base_id(c))
     groups: dict[int, int] = {}
     for ids in points.values():
         groups[len(ids)] = groups.get(len(ids), 0) + 1
@@ -74,50 +56,3 @@ def _shape(plan: Plan) -> str:
         f"{n} cell{'s' * (n != 1)} x {p} point{'s' * (p != 1)} x {seeds} seed{'s' * (seeds != 1)}"
         for p, n in sorted(groups.items(), reverse=True)
     )
-
-
-def _cell_of(cell: Cell) -> str:
-    return f"{cell.divergence}/{cell.estimator}" if cell.method == "gppo" else cell.method
-
-
-def _hms(seconds: float) -> str:
-    m, s = divmod(round(seconds), 60)
-    h, m = divmod(m, 60)
-    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
-
-
-def estimate(plan: Plan) -> Estimate | None:
-    """The estimate, or None where the store does not exist or has no finished runs of the
-    backend."""
-    from gppo.sweep.session import store_exists
-
-    uri = resolve_tracking_uri(plan.spec.tracking.uri)
-    if not store_exists(uri):
-        return None
-    from mlflow import MlflowClient
-
-    client = MlflowClient(tracking_uri=uri)
-    try:
-        exps = [e.experiment_id for e in client.search_experiments()]
-        if not exps:
-            return None
-        runs = client.search_runs(
-            exps,
-            filter_string=(
-                f"tags.`{M.TAG_ROLE}` = '{M.ROLE_CELL}' AND tags.`{M.TAG_BACKEND}` = "
-                f"'{plan.spec.backend}' AND attributes.status = 'FINISHED'"
-            ),
-            max_results=SAMPLE,
-            order_by=["attributes.start_time DESC"],
-        )
-    except Exception:  # an estimate never stops a plan
-        return None
-    walls = [
-        (r.info.end_time - r.info.start_time) / 1000.0
-        for r in runs
-        if r.info.end_time and r.info.start_time
-    ]
-    if not walls:
-        return None
-    mean = sum(walls) / len(walls)
-    return Estimate(len(walls), mean, mean * len(plan.cells) / plan.spec.ray.max_concurrent)

@@ -23,6 +23,8 @@ from gppo import metrics as M
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.grid.load import Plan
+from gppo.store.comparable import sweep_spent
+from gppo.store.cost import attempt_hours
 from gppo.store.health import fail_fast
 from gppo.store.tracking import latest_metric
 from gppo.sweep.attempts import (
@@ -37,7 +39,9 @@ from gppo.sweep.attempts import (
     Event,
     Limits,
 )
+from gppo.sweep.budget import Keeper
 from gppo.sweep.dispatcher import Dispatcher
+from gppo.sweep.forecast import forecast
 from gppo.sweep.guard import check_store_reachable, resolve_address
 from gppo.sweep.lock import sweep_lock
 from gppo.sweep.outage import OutageClock
@@ -97,6 +101,8 @@ class Launcher:
         self._cell_ended = threading.Event()
         self._hurry_until = 0.0  # monotonic time until which rounds come every HURRY_POLL_S
         self._cells: list[CellState] = []
+        #: the spec's budget, kept (None without one)
+        self.keeper: Keeper | None = None
 
     def run(self) -> LaunchResult:
         """Check the store is reachable from the cluster, hold the sweep's lock, dispatch.
@@ -156,6 +162,7 @@ class Launcher:
             try:
                 result.cells = reconcile(ctx, disp, list(self.plan.cells))
                 self._cells = list(result.cells.values())
+                self.keeper = self._budget(ctx)
                 self.on_update(result)  # the sweep's cells, before any event
                 for st in result.cells.values():
                     if st.state == RUNNING:
@@ -187,7 +194,11 @@ class Launcher:
                         # free slots are refilled first; the ended runs' bookkeeping comes after
                         self._submit_ready(cells)
                         for st in [c for c in cells.values() if c.state == ENDING]:
+                            att = st.current
                             driver.end(st)
+                            if self.keeper is not None and att is not None:
+                                took = time.time() - att.submitted_at
+                                self.keeper.ended(st.cell.id, attempt_hours(att.metrics, took))
                         if time.monotonic() - last_metrics >= self.metrics_every_s:
                             self._refresh_metrics(ctx, cells)
                             last_metrics = time.monotonic()
@@ -196,7 +207,9 @@ class Launcher:
                     if not self.watch.store_error(exc):  # a full disk raises StoreFull
                         raise
             self.on_update(result)
-            if not [c for c in cells.values() if c.state in OPEN]:
+            left = self.keeper.left if self.keeper is not None else {}
+            result.left = {cid: left[cid] for cid, c in cells.items() if cid in left}
+            if not [c for cid, c in cells.items() if c.state in OPEN and cid not in left]:
                 return
             waits = [c.ready_at - now for c in cells.values() if c.state == WAITING]
             delay = min([self.poll_s, *(w for w in waits if w > 0)])
@@ -227,12 +240,22 @@ class Launcher:
             if in_flight >= self.max_concurrent:
                 return
             if st.state == PENDING or (st.state == WAITING and st.ready_at <= now):
+                if self.keeper is not None and self.keeper.admit(st.cell.id) is not None:
+                    continue  # left pending: its forecast would take the sweep past the budget
                 if self.driver.start(st) and st.reuse_run:
                     # a retry that resumes the run (verl) must log a step past the run's latest
                     st.step = _logged_step(self.driver.disp, st.reuse_run)
                 if self.watch.cluster.down:  # no answer: one try a round, no more
                     return
                 in_flight += st.state == RUNNING
+
+    def _budget(self, ctx: SweepContext) -> Keeper | None:
+        """The spec's budget (:mod:`gppo.sweep.budget`) with the sweep's spend so far, or None."""
+        budget = self.plan.spec.budget
+        if budget is None:
+            return None
+        spent = sweep_spent(ctx.tracking.uri, self.plan.sweep_id, ctx.experiment_id)
+        return Keeper(budget, forecast(self.plan), spent)
 
     # -- progress ----------------------------------------------------------------------------------
     def _refresh_metrics(self, ctx: SweepContext, cells: dict[str, CellState]) -> None:

@@ -35,13 +35,19 @@ class LaunchResult:
     ref: SweepRef | None = None
     #: what the ``after_sweep`` hook returned (the report), when it ran
     report: Any = None
+    #: the cells the budget left pending, with why (gppo.sweep.budget); a relaunch with a larger
+    #: budget runs them
+    left: dict[str, str] = field(default_factory=dict)
 
     def count(self, state: State) -> int:
         return sum(1 for c in self.cells.values() if c.state == state)
 
     @property
     def ok(self) -> bool:
-        return bool(self.cells) and all(c.state == DONE for c in self.cells.values())
+        """Every cell done, or left by the budget (what ran is reported; exit 0)."""
+        return bool(self.cells) and all(
+            c.state == DONE or cid in self.left for cid, c in self.cells.items()
+        )
 
 
 def close_launch(

@@ -48,6 +48,10 @@ class ProbeSettings(BaseModel):
     #: give the job an env var Ray's runtime env refuses (not a string): Ray refuses the
     #: submission itself, the job never starts
     refused: bool = False
+    #: 401 or 403: the job ends as a cell does whose node the tracking server refuses (its one
+    #: line, exit 1: gppo.store.health.exit_if_refused), as user ``node_user`` for a 403
+    node_refused: int = 0
+    node_user: str = "node"
 
 
 @register_backend

@@ -29,6 +29,11 @@ def main() -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if marker is not None:
         _orphans(marker, cell["id"], attempt, s.get("orphan_times", 0))
+    if s.get("node_refused"):  # what exit_if_refused ends a refused node's job with
+        from gppo.store.health import CELL_REFUSED, refusal_error
+
+        os.environ["MLFLOW_TRACKING_USERNAME"] = s.get("node_user", "node")
+        sys.exit(f"{CELL_REFUSED} {refusal_error('http://tracking:5000', s['node_refused'])}")
     failing = s.get("always_fail") or attempt <= s.get("fail_times", 0)
     if failing and not s.get("mirror_lag"):
         print("probe failing on purpose", flush=True)

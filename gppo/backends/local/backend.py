@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pydantic import BaseModel
 
 from gppo.backends.base import Backend, Job, register_backend
+from gppo.backends.checkresult import StepTiming
 from gppo.backends.local.settings import LocalSettings
 from gppo.cell import Cell
 
@@ -42,6 +43,13 @@ class LocalBackend(Backend):
         none, a self-built one up to ``warmstart_steps`` with its restarts)."""
         s = LocalSettings.model_validate(settings)
         return 600.0 + (0.3 * s.warmstart_steps if first_step else 0.0)
+
+    def step_timing(self, cell: Cell) -> StepTiming | None:
+        """A few seconds of the cell's training, evaluation and probe timed here, kept per
+        settings and CPU kind (:mod:`gppo.backends.local.timing`)."""
+        from gppo.backends.local.timing import step_timing
+
+        return step_timing(cell)
 
     def job(self, cell: Cell) -> Job:
         argv = (sys.executable, "-m", self.entrypoint_module, "--cell", cell.to_json())
