@@ -85,6 +85,11 @@ def plan(
     from gppo.grid.load import fmt_interval, plan_rows
 
     p = _plan(spec)
+    from gppo.sweep.budget import check_budget
+    from gppo.sweep.forecast import forecast
+
+    fc = forecast(p)  # the cost forecast (gppo.sweep.forecast), before anything is printed:
+    check_budget(p, fc)  # a budget below one run is refused in one line
     rows = plan_rows(p)
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
@@ -92,7 +97,9 @@ def plan(
     from rich.table import Table
 
     console = _console()
-    table = Table(title=f"sweep {p.sweep_id}: {len(rows)} cells")
+    from gppo.grid.sharing import runs_text
+
+    table = Table(title=f"sweep {p.sweep_id}: {runs_text(p.cells)}")
     for col in ("cell", "method", "divergence", "estimator", "δ"):
         table.add_column(col)
     for mu in rows[0]["mus"] if rows else ():
@@ -114,9 +121,9 @@ def plan(
         )
         console.print(f"{r['cell']}: ", end="", markup=False, highlight=False)
         console.print(f"{env} {r['command']}", markup=False, highlight=False, soft_wrap=True)
-    from gppo.sweep.estimate import plan_lines  # axes, run count, wall-time estimate
+    from gppo.sweep.estimate import plan_lines  # axes, run count, the forecast, the budget
 
-    for line in plan_lines(p):
+    for line in plan_lines(p, fc):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
@@ -189,6 +196,10 @@ def launch(
             "interrupted before dispatch started; nothing submitted", EXIT_INTERRUPTED
         ) from None
     out.summary(result)
+    if result.left:  # the budget's (gppo.sweep.budget): pending, for a relaunch with a larger one
+        console.print(f"left by the budget ({len(result.left)} runs):", highlight=False)
+        for cell_id, why in result.left.items():
+            console.print(f"  {cell_id}: {why}", markup=False, highlight=False)
     if result.lost:
         raise fail(
             f"{spec}: another launcher took sweep {result.sweep_id} over while this one was "
@@ -231,11 +242,19 @@ def status(
     if as_json:
         sys.stdout.write(json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
         return
+    from gppo.store.cost import Hours
+    from gppo.store.state import State
+    from gppo.sweep.forecast import forecast, status_lines
     from gppo.sweep.progress import status_table
 
     console = _console()
     console.print(f"sweep {p.sweep_id}")
     console.print(status_table(rows))
+    costed = [r for r in rows if r.cpu_hours is not None]
+    paid = sum((Hours(r.cpu_hours, r.gpu_hours or 0.0, 0.0, 1) for r in costed), Hours())
+    open_ids = [r.cell for r in rows if r.state != State.DONE]
+    for line in status_lines(forecast(p), paid, open_ids, p.spec.price):
+        console.print(line, markup=False, highlight=False)
     for fix in dict.fromkeys(r.fix for r in rows if r.fix):  # the tracking server refused nodes
         console.print(f"to fix: {fix}", markup=False, highlight=False)
 
