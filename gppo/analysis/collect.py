@@ -20,6 +20,8 @@ from mlflow import MlflowClient
 from gppo import metrics as M
 from gppo.analysis.tidy import (
     BASE,
+    CPU_HOURS,
+    GPU_HOURS,
     SELECTION,
     axes_key,
     cell_label,
@@ -29,6 +31,7 @@ from gppo.analysis.tidy import (
 )
 from gppo.cell import Cell
 from gppo.objectives.defaults import REFERENCE
+from gppo.store.cost import Hours, spent
 from gppo.store.health import RefusalNamingClient
 from gppo.store.records import RunRecord, fetch_records, latest_attempts, no_gc, run_status
 from gppo.store.state import State, SweepRef
@@ -69,6 +72,21 @@ def _wall_time(run: RunRecord, now_ms: int) -> float:
     return max(0.0, ((run.end_time or now_ms) - run.start_time) / 1000.0)
 
 
+def paid_by_cell(records: Iterable[RunRecord]) -> dict[str, Hours]:
+    """Per cell id, the hours of every attempt's run (a failed attempt was paid for too)."""
+    runs: dict[str, list[dict[str, float]]] = {}
+    for run in records:
+        runs.setdefault(run.tags.get(M.TAG_CELL_ID) or run.run_id, []).append(run.metrics)
+    return {cid: spent(metrics) for cid, metrics in runs.items()}
+
+
+def cost_columns(hours: Hours | None) -> dict[str, float]:
+    """The tidy cost columns of one cell's runs (NaN: none logged, e.g. still running)."""
+    if hours is None or not hours.runs:
+        return {CPU_HOURS: math.nan, GPU_HOURS: math.nan}
+    return {CPU_HOURS: hours.cpu, GPU_HOURS: hours.gpu}
+
+
 def _pick_k(runs: Iterable[RunRecord], k: int | None) -> int | None:
     if k is not None:
         return k
@@ -102,7 +120,7 @@ def collect(
     with no_gc():
         records = fetch_records(client, ref.sweep_id, experiment_id=ref.experiment_id, fast=fast)
         chosen = latest_attempts(records)
-        tidy, run_rows, k = _tidy(chosen, k, reference, expected)
+        tidy, run_rows, k = _tidy(chosen, k, reference, expected, paid=paid_by_cell(records))
     return Collected(
         tidy=tidy, runs=pd.DataFrame(run_rows), k=k, parent_run_id=ref.parent_run_id, client=client
     )
@@ -113,8 +131,11 @@ def _tidy(
     k: int | None,
     reference: str,
     expected: Sequence[Cell] | None,
+    *,
+    paid: dict[str, Hours] | None = None,
 ) -> tuple[pd.DataFrame, list[dict[str, object]], int | None]:
     k = _pick_k(chosen.values(), k)
+    paid = paid or {}
     now_ms = int(time.time() * 1000)
     rows: list[dict[str, object]] = []
     run_rows: list[dict[str, object]] = []
@@ -143,6 +164,7 @@ def _tidy(
             "steps": _steps(run),
             "wall_time_s": _wall_time(run, now_ms),
             "run_id": run.run_id,
+            **cost_columns(paid.get(cell_id)),
             **{path: _axis_cell(value) for path, value in point.items()},
         }
         if run_k is not None and M.select_metric(run_k) in run.metrics:
