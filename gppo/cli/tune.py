@@ -58,7 +58,7 @@ def tune(
     from gppo.sweep.tuning.progress import Progress
     from gppo.sweep.tuning.report import write_cell_report
     from gppo.sweep.tuning.spec import with_overrides
-    from gppo.sweep.tuning.study import load_study, storage_url
+    from gppo.sweep.tuning.study import load_study, make_storage, storage_url
 
     ts = with_overrides(  # a malformed spec (TuneSpecError) ends as one line, exit 2
         load_tune_spec(spec),
@@ -82,6 +82,7 @@ def tune(
                     EXIT_FAILED,
                 )
         else:
+            make_storage(storage_url(sub)).engine.dispose()  # refused: one line, nothing started
             console.print(
                 f"study {sub.study_name} on {redact(storage_url(sub))}",
                 markup=False,

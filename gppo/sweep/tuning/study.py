@@ -10,6 +10,7 @@ from pathlib import Path
 
 import optuna
 
+from gppo.errors import CredentialsRefused
 from gppo.store.uri import resolve_tracking_uri, state_root
 from gppo.sweep.tuning.spec import TuneSpec
 
@@ -41,7 +42,35 @@ def make_storage(url: str) -> optuna.storages.RDBStorage:
         path = url.split("sqlite:///", 1)[-1]
         if path and path != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-    return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+    try:
+        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+    except Exception as exc:
+        refused = storage_refusal(url, exc)
+        if refused is None:
+            raise
+        raise refused from None
+
+
+#: what PostgreSQL (libpq) says when it refuses a login: a wrong password, or none given
+_PG_REFUSED = ("password authentication failed", "no password supplied", "fe_sendauth")
+
+
+def storage_refusal(url: str, exc: BaseException) -> CredentialsRefused | None:
+    """The one line for a database server that refused the storage URL's account (a wrong or
+    missing ``PGPASSWORD``), naming the server and the account, never the password; None for
+    any other error."""
+    if not any(sign in str(exc) for sign in _PG_REFUSED):
+        return None
+    from sqlalchemy.engine import make_url
+
+    where = make_url(url)
+    server = f"{where.host or 'localhost'}:{where.port or 5432}/{where.database or ''}"
+    return CredentialsRefused(
+        f"the Optuna storage's database server at {server} refused the login of user "
+        f"{where.username or os.environ.get('PGUSER') or '(the OS user)'!r}: "
+        f"{'no password given' if 'no password' in str(exc) else 'password authentication failed'}"
+        "; set PGPASSWORD (or ~/.pgpass) to that account's password"
+    )
 
 
 #: Optuna's pruner of each ``tune.pruner.kind``; the spec's other fields are its arguments
