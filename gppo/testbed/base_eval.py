@@ -5,7 +5,9 @@ step-0 evaluation is the same computation in every cell (about 1 s on one core, 
 quick start). The first cell to need it computes it and stores it under the base-model cache
 (``<cache>/evals/<key>.json``); later cells read it. The key holds everything the numbers depend
 on: the base model file's bytes (sha256), the benchmarks, k, the evaluation seed and prompt cap,
-the thread count (another float reduction order) and the torch version. A corrupt or unreadable
+the thread count (another float reduction order), the CPU kernels in effect (ATen's capability and
+the variables of :mod:`.cpu_kernels`: a pinned and a natural cell do not share it) and the torch
+version. A corrupt or unreadable
 entry is recomputed, never trusted.
 """
 
@@ -20,6 +22,7 @@ from typing import Protocol
 
 import torch
 
+from gppo.testbed import cpu_kernels
 from gppo.testbed.settings import BaseModelSettings
 from gppo.testbed.warmstart import BaseModel, cache_dir
 
@@ -46,6 +49,8 @@ def base_eval_key(
         "eval_seed": settings.eval_seed,
         "eval_prompts": settings.eval_prompts,
         "num_threads": settings.num_threads,
+        "kernels": [torch.backends.cpu.get_cpu_capability()]
+        + [os.environ.get(name) for name in cpu_kernels.KERNEL_VARS],
         "torch": torch.__version__,
     }
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]

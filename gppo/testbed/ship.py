@@ -18,8 +18,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import torch
+import torch  # torch computes nothing at import: main() pins its kernels before it does
 
+from gppo.testbed import cpu_kernels
 from gppo.testbed.answer_prob import answer_summary
 from gppo.testbed.evaluate import evaluate
 from gppo.testbed.settings import RL, BaseModelSettings
@@ -97,10 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--domain", choices=["math", "code"], required=True)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument(
+        "--cpu-kernels", choices=cpu_kernels.MODES, default=cpu_kernels.DEFAULT,
+        help="the build's CPU kernels (gppo.testbed.cpu_kernels)",
+    )  # fmt: skip
+    p.add_argument(
         "--set", action="append", default=[], metavar="warmstart_KEY=VALUE",
         help="a warm-start setting that differs from the default (names the shipped file)",
     )  # fmt: skip
     a = p.parse_args(argv)
+    cpu_kernels.apply(a.cpu_kernels)  # before torch's first operation
     changed: dict[str, Any] = {}
     for item in a.set:
         key, _, value = item.partition("=")

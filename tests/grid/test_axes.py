@@ -125,8 +125,10 @@ def test_no_axes_keeps_ids_and_hashes():
     got = {c.id: c.config_hash for c in plan.cells}
     assert len(got) == 51
     assert "axes" not in plan.cells[0].to_dict() and "select" not in plan.cells[0].to_dict()
-    assert got["kl-atomic-s0"] == "0aa1415f690f"
-    assert got["gspo-s2"] == "828d7db60962"
+    # changed once on purpose by local.cpu_kernels (issue 49; were 0aa1415f690f, 828d7db60962):
+    # a pinned cell computes other numbers than the natural runs of an older store
+    assert got["kl-atomic-s0"] == "f6e175fd6e61"
+    assert got["gspo-s2"] == "b4d563fcba87"
 
 
 def test_two_axes_ids_params_tags(tmp_path):

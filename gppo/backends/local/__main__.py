@@ -22,6 +22,7 @@ from gppo.backends.cell_run import CellRun, evaluation_points
 from gppo.cell import DEFAULT_EVAL_K, Cell, cell_id
 from gppo.store.health import exit_if_refused
 from gppo.store.tracking import cell_tags
+from gppo.testbed import cpu_kernels
 
 #: ``1`` in a cell process forked by the launch's fork server (:mod:`.forkserver`; the run's
 #: ``perf/forked``)
@@ -254,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true")
     args = p.parse_args(argv)
     cell = Cell.from_json(args.cell) if args.cell else cell_from_flags(args)
+    cpu_kernels.apply(cpu_kernels.mode_of(cell.settings))  # before torch's first operation
     run_id = os.environ.get(M.ENV_RUN_ID)
     log = None
     client = None

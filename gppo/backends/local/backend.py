@@ -13,10 +13,15 @@ from gppo.backends.base import Backend, Job, register_backend
 from gppo.backends.checkresult import StepTiming
 from gppo.backends.local.settings import LocalSettings
 from gppo.cell import Cell
+from gppo.testbed import cpu_kernels
 
 #: every cell's environment: one OpenMP thread unless the cell sets ``num_threads`` (torch reads
-#: these when it is imported; the fork server is started with them too)
+#: these when it is imported; the fork server is started with them too), and the pinned kernels
+#: unless the cell's ``cpu_kernels`` is natural (:mod:`gppo.testbed.cpu_kernels`)
 JOB_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+#: the fork server's start environment: it imports torch once for the launch's cells, pinned; a
+#: cell of the natural mode is not handed to it (it starts its own process)
+SERVER_ENV = {**JOB_ENV, **cpu_kernels.PINNED_ENV}
 
 
 @register_backend
@@ -53,7 +58,8 @@ class LocalBackend(Backend):
 
     def job(self, cell: Cell) -> Job:
         argv = (sys.executable, "-m", self.entrypoint_module, "--cell", cell.to_json())
-        return Job(argv=argv, env=dict(JOB_ENV), resources=cell.resources)
+        env = {**JOB_ENV, **cpu_kernels.job_env(cpu_kernels.mode_of(cell.settings))}
+        return Job(argv=argv, env=env, resources=cell.resources)
 
     @contextlib.contextmanager
     def serving(
@@ -68,9 +74,11 @@ class LocalBackend(Backend):
         if not (on_this_machine and forkserver.enabled()):
             yield lambda job: job
             return
-        with forkserver.running(JOB_ENV, on_cell_end=on_job_end) as server:
+        with forkserver.running(SERVER_ENV, on_cell_end=on_job_end) as server:
 
             def served(job: Job) -> Job:
+                if not cpu_kernels.same_kernels(job.env, SERVER_ENV):
+                    return job  # another mode's kernels: not the server's torch
                 path = server.path()  # the first job waits for the server's imports
                 if path is None or job.argv[1:3] != ("-m", self.entrypoint_module):
                     return job

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
+from gppo.testbed import cpu_kernels as ck
 from gppo.testbed.settings import RL, BaseModelSettings
 
 
@@ -34,3 +35,4 @@ class LocalSettings(BaseModelSettings):
     eval_prompts: int | None = Field(None, ge=1, description="cap per benchmark (None: all 64)")
     # runtime
     num_threads: int = Field(1, ge=1)
+    cpu_kernels: ck.Mode = Field(ck.DEFAULT, description=ck.DESCRIPTION)

@@ -43,6 +43,7 @@ from gppo.backends.trl.realmodel import CellParts
 from gppo.backends.trl.settings import TrlSettings
 from gppo.cell import Cell
 from gppo.errors import BackendError
+from gppo.testbed import cpu_kernels
 
 #: How long a process waits at a barrier (or any collective) for the others: the main process
 #: evaluates alone meanwhile, and the launcher's stall detection, not this, catches a hang.
@@ -335,6 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cell", required=True, help="the resolved Cell as JSON (the dispatcher's)")
     args = p.parse_args(argv)
     cell = Cell.from_json(args.cell)
+    cpu_kernels.apply(cpu_kernels.mode_of(cell.settings))  # before torch's first operation
     state = process_state(TrlSettings.model_validate(cell.settings))
     # only the main process of ``accelerate launch`` writes to the run
     run = None

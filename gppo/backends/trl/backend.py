@@ -12,6 +12,7 @@ from pydantic import BaseModel
 from gppo.backends.base import Backend, Job, register_backend
 from gppo.backends.trl.settings import TrlSettings
 from gppo.cell import Cell
+from gppo.testbed import cpu_kernels
 
 #: one OpenMP thread per cell unless it sets ``num_threads`` (torch reads these at import)
 JOB_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -81,6 +82,8 @@ class TrlBackend(Backend):
         env = dict(JOB_ENV)
         if s.num_threads > 1:
             env.update(OMP_NUM_THREADS=str(s.num_threads), MKL_NUM_THREADS=str(s.num_threads))
+        if not s.num_gpus:  # a CPU cell: its kernels (docs/reproducibility.md)
+            env.update(cpu_kernels.job_env(s.cpu_kernels))
         resources = cell.resources
         if s.num_gpus and resources.num_gpus < s.num_gpus:
             resources = dataclasses.replace(resources, num_gpus=float(s.num_gpus))

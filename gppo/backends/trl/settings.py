@@ -29,6 +29,7 @@ from typing import Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from gppo.testbed import cpu_kernels as ck
 from gppo.testbed.settings import RL, BaseModelSettings, ChoosesABase, base_settings
 
 #: ``max_new_tokens`` of a ``testbed: false`` cell that sets none.
@@ -100,6 +101,7 @@ class TrlSettings(ChoosesABase):
         1, ge=1, description="num_gpus: 0: data-parallel CPU processes (gloo); else num_gpus"
     )
     num_threads: int = Field(1, ge=1, description="torch threads of the cell (CPU)")
+    cpu_kernels: ck.Mode = Field(ck.DEFAULT, description=ck.DESCRIPTION)
     eval_seed: int = Field(RL.eval_seed, description="the evaluation's sampling seed (avg@k)")
     save_every: int = Field(10, ge=1, description="steps between checkpoints (resume)")
     checkpoint_dir: str | None = Field(

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from gppo import metrics
 from gppo.backends.cell_run import CellRun, ProtocolError
 from gppo.cell import DEFAULT_EVAL_K
+from gppo.testbed import cpu_kernels
 from gppo.testbed.settings import RL
 
 
@@ -45,6 +46,9 @@ def _parse(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         "--checkpoint-dir", help="the cell's verl checkpoints (trainer.default_local_dir)"
     )
     parser.add_argument("--check-only", action="store_true", help="validate and exit")
+    parser.add_argument(
+        "--cpu-kernels", choices=cpu_kernels.MODES, help="a CPU cell's kernels (verl.cpu_kernels)"
+    )
     parser.add_argument(
         "--testbed", metavar="DOMAIN", help="a verl.testbed cell: the testbed's assets and scores"
     )
@@ -138,6 +142,8 @@ def _run_verl(overrides: list[str]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args, overrides = _parse(sys.argv[1:] if argv is None else argv)
+    if args.cpu_kernels:  # a CPU cell: before torch's first operation (Ray's actors: the job env)
+        cpu_kernels.apply(args.cpu_kernels)
     from gppo.backends.verl.validate import VerlConfigError, check_overrides
 
     try:

@@ -33,6 +33,7 @@ from gppo.backends.rldata import default_benchmarks
 from gppo.backends.verl.overrides import cell_checkpoint_dir, cell_overrides
 from gppo.backends.verl.settings import VerlSettings
 from gppo.cell import Cell, Resources
+from gppo.testbed import cpu_kernels
 
 PLUGIN_MODULE = "gppo.backends.verl.plugin"
 #: Env vars verl's ``main_ppo`` puts in its own ``ray.init`` runtime env (constants_ppo.py): the
@@ -163,6 +164,7 @@ class VerlBackend(Backend):
             f"{settings.mirror_every_s:g}",
             "--checkpoint-dir",
             cell_checkpoint_dir(cell, settings),
+            *(("--cpu-kernels", settings.cpu_kernels) if cpu_mode else ()),
             *(
                 (
                     "--testbed",
@@ -186,8 +188,8 @@ class VerlBackend(Backend):
             *overrides,
         )
         env = {**settings.env, "VERL_USE_EXTERNAL_MODULES": PLUGIN_MODULE}
-        if cpu_mode:
-            env = cpu_mode.job_env(env)
+        if cpu_mode:  # the pinned kernels win over verl.env: cpu_kernels: natural turns them off
+            env = {**cpu_mode.job_env(env), **cpu_kernels.job_env(settings.cpu_kernels)}
         resources = Resources(
             num_cpus=cell.resources.num_cpus,
             num_gpus=float(settings.n_gpus),

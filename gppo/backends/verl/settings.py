@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from gppo.backends.verl.smoke import SMOKE_SOURCE, SmokeAssets, assets_root
+from gppo.testbed import cpu_kernels as ck
 from gppo.testbed.hf_assets import TestbedAssets
 from gppo.testbed.settings import RL, ChoosesABase
 
@@ -31,6 +32,9 @@ class VerlSettings(ChoosesABase):
     #: (environment, overrides, Python, the local Ray head's fake GPUs). Needs the CPU
     #: environment (``scripts/verl-cpu-env.sh``).
     cpu: bool = False
+    #: ``cpu: true``: the kernels of the cell's CPU processes (:mod:`gppo.testbed.cpu_kernels`;
+    #: vLLM's own CPU kernels are not among them); ignored on GPUs.
+    cpu_kernels: ck.Mode = Field(ck.DEFAULT, description=ck.DESCRIPTION)
     #: Train the smoke assets the project builds (a tiny random Qwen2 and arithmetic data with
     #: the ``smoke`` reward, :mod:`gppo.backends.verl.smoke`; on a CPU or a GPU) instead of ``model_path``,
     #: ``train_file`` and ``val_files``, which must then be left out.
