@@ -15,7 +15,9 @@ allowed. The CLI maps an error to its exit code in one place (:func:`exit_code`)
     │   ├── StoreNotShared (ValueError) exit 2  a remote cluster with a store it cannot reach
     │   ├── LaunchBusy    (RuntimeError) exit 1 another launcher holds the sweep
     │   ├── SubmissionExists            exit 1  the cluster already has this job
-    │   └── SubmissionRefused           exit 1  Ray refused a job (its run ended FAILED)
+    │   ├── SubmissionRefused           exit 1  Ray refused a job (its run ended FAILED)
+    │   └── UnsafeRegistry              exit 2  the attempt registry is another user's or
+    │                                           writable by others (gppo.processes)
     ├── ClusterUnreachable (RuntimeError) exit 1 the Ray cluster stopped answering mid-sweep
     │                                           (``ray.unreachable_timeout_s``); jobs left as
     │                                           they are, for a relaunch
@@ -121,6 +123,12 @@ class SubmissionRefused(LaunchError, RuntimeError):
     def __init__(self, message: str, attempt: int = 0) -> None:
         super().__init__(message)
         self.attempt = attempt
+
+
+class UnsafeRegistry(LaunchError, RuntimeError):
+    """The attempt registry (:func:`gppo.processes.registry`) is not a folder of this user's that
+    only they can write: another local user could plant entries in it and have an attempt's end
+    signal their victim's processes. Nothing is registered, signalled or launched through it."""
 
 
 class ClusterUnreachable(GppoError, RuntimeError):

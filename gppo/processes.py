@@ -7,7 +7,9 @@ engine, reward and agent-loop workers: they inherit the job's runtime environmen
 the environment they were started with (``/proc/<pid>/environ``), whoever their parent is. A
 process that takes its environment after it started says so itself: the testbed fork server's
 cells are forked from a server that predates the job, so each calls :func:`register`, which
-writes ``<pid>-<start time>`` into the attempt's folder under :func:`registry_root`.
+writes ``<pid>-<start time>`` (its command line inside) into the attempt's folder under
+:func:`registry`: a folder of this user's that only they can write (0700; any other is refused),
+and each entry is checked to be that process before it is signalled.
 
 :func:`end_attempt` sends SIGTERM to every one of them, waits up to ``grace_s`` for them to exit,
 sends SIGKILL to the rest and waits up to :data:`CONFIRM_S` more for them to be gone (a zombie
@@ -22,15 +24,23 @@ docs/cluster-guide.md, "When an attempt ends").
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import re
 import signal
+import stat
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
+
+from gppo.errors import UnsafeRegistry
+
+log = logging.getLogger(__name__)
 
 #: the environment variable that names an attempt's processes (its Ray submission id)
 ENV_ATTEMPT = "GPPO_ATTEMPT"
@@ -52,20 +62,53 @@ def registry_root() -> Path:
     return Path(tempfile.gettempdir()) / f"gppo-attempts-{os.getuid()}"
 
 
-def _folder(attempt: str) -> Path:
-    return registry_root() / _UNSAFE.sub("_", attempt)
+def registry() -> Path:
+    """:func:`registry_root`, created private (0700) if absent; raises
+    :class:`~gppo.errors.UnsafeRegistry` (one line) when it is not a real folder owned by this
+    user that only this user can write (another user who created it first could plant
+    entries)."""
+    root = registry_root()
+    with contextlib.suppress(FileExistsError):
+        root.mkdir(mode=0o700)
+    st = os.lstat(root)
+    why = ""
+    if not stat.S_ISDIR(st.st_mode):
+        why = "is not a folder (a link or a file)"
+    elif st.st_uid != os.getuid():
+        why = f"is owned by uid {st.st_uid}, not by this user (uid {os.getuid()})"
+    elif st.st_mode & 0o022:
+        why = f"is writable by others (mode {stat.S_IMODE(st.st_mode):o})"
+    if why:
+        raise UnsafeRegistry(
+            f"the attempt registry {root} {why}: another user could plant entries in it; "
+            "remove it (it is recreated private) or set TMPDIR to a folder of your own"
+        )
+    return root
+
+
+def _folder(attempt: str, root: Path | None = None) -> Path:
+    return (root or registry_root()) / _UNSAFE.sub("_", attempt)
 
 
 def register(attempt: str | None = None) -> None:
     """Record this process as one of ``attempt``'s (default: ``$GPPO_ATTEMPT``; nothing without
-    one). For a process whose start-up environment does not carry the attempt's marker."""
+    one), with its start time (the entry's name) and its command line (the entry's text), which
+    :func:`attempt_processes` checks before it trusts the entry. For a process whose start-up
+    environment does not carry the attempt's marker. An unsafe registry: one line on stderr,
+    nothing recorded."""
     attempt = attempt if attempt is not None else os.environ.get(ENV_ATTEMPT)
     if not attempt:
         return
     with contextlib.suppress(OSError, psutil.Error):
-        folder = _folder(attempt)
-        folder.mkdir(parents=True, exist_ok=True)
-        (folder / f"{os.getpid()}-{psutil.Process().create_time()!r}").touch()
+        try:
+            folder = _folder(attempt, registry())
+        except UnsafeRegistry as exc:
+            print(f"gppo: not registered: {exc}", file=sys.stderr, flush=True)
+            return
+        with contextlib.suppress(FileExistsError):
+            folder.mkdir(mode=0o700)
+        me = psutil.Process()
+        (folder / f"{me.pid}-{me.create_time()!r}").write_text(json.dumps(me.cmdline()))
 
 
 def _gone(proc: psutil.Process) -> bool:
@@ -90,19 +133,30 @@ def _rays_own(proc: psutil.Process) -> bool:
 
 
 def _registered(attempt: str) -> dict[int, psutil.Process]:
-    """The live processes registered for ``attempt`` (stale entries are removed)."""
+    """The live processes registered for ``attempt``, each checked to be the one that registered
+    (this user's, its start time and command line as recorded); other entries are removed. An
+    unsafe registry (:func:`registry`): nothing is trusted (one line in the log)."""
     found: dict[int, psutil.Process] = {}
-    folder = _folder(attempt)
+    try:
+        folder = _folder(attempt, registry())
+    except (UnsafeRegistry, OSError) as exc:
+        log.warning("%s", exc)
+        return found
     for entry in folder.glob("*-*") if folder.is_dir() else ():
         pid, _, started = entry.name.partition("-")
         try:
             proc = psutil.Process(int(pid))
-            if abs(proc.create_time() - float(started)) < 0.01 and not _gone(proc):
+            if (
+                abs(proc.create_time() - float(started)) < 0.01
+                and proc.uids().real == os.getuid()
+                and json.loads(entry.read_text()) == proc.cmdline()
+                and not _gone(proc)
+            ):
                 found[proc.pid] = proc
                 continue
-        except (ValueError, psutil.Error):
+        except (ValueError, OSError, psutil.Error):
             pass
-        entry.unlink(missing_ok=True)  # exited, or its pid taken by another process
+        entry.unlink(missing_ok=True)  # exited, its pid taken by another process, or forged
     return found
 
 

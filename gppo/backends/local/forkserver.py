@@ -435,6 +435,9 @@ def running(
     import shutil
     import tempfile
 
+    from gppo.processes import registry
+
+    registry()  # where the cells register: another user's, or open to all, refuses the launch
     folder = tempfile.mkdtemp(prefix="gppo-fork-")
     try:
         with notified(os.path.join(folder, "ended.sock"), on_cell_end) as notify:
