@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -55,7 +55,11 @@ class Job:
         return shlex.join(self.argv)
 
 
-class Backend(ABC):
+#: a backend's settings model (``Backend[VerlSettings]``: its hooks are typed with it)
+SettingsT = TypeVar("SettingsT", bound=BaseModel)
+
+
+class Backend(ABC, Generic[SettingsT]):
     """Base class of backends. Subclasses set the class attributes and implement :meth:`job`."""
 
     name: ClassVar[str]
@@ -78,33 +82,34 @@ class Backend(ABC):
     #: --train-step``); a backend that cannot refuses the option (:meth:`check_options`)
     preflight_train_step: ClassVar[bool] = False
 
-    def validate_settings(self, raw: Mapping[str, Any]) -> BaseModel:
+    def validate_settings(self, raw: Mapping[str, Any]) -> SettingsT:
         """Validate the backend's section (raises pydantic.ValidationError)."""
-        return self.settings_model.model_validate(dict(raw))
+        # (an instance of settings_model, which a ClassVar cannot name by the type variable)
+        return cast(SettingsT, self.settings_model.model_validate(dict(raw)))
 
-    def settings_of(self, cell: Cell) -> BaseModel:
+    def settings_of(self, cell: Cell) -> SettingsT:
         """The cell's validated settings: the model the grid expansion kept, else (a cell read
         back from JSON) its ``settings`` validated now."""
         if isinstance(cell.settings_model, self.settings_model):
-            return cell.settings_model
+            return cast(SettingsT, cell.settings_model)
         return self.validate_settings(cell.settings)
 
-    def default_benchmarks(self, settings: BaseModel) -> tuple[str, ...]:
+    def default_benchmarks(self, settings: SettingsT) -> tuple[str, ...]:
         """Benchmarks evaluated when the spec names none."""
         return ()
 
-    def known_benchmarks(self, settings: BaseModel) -> tuple[str, ...] | None:
+    def known_benchmarks(self, settings: SettingsT) -> tuple[str, ...] | None:
         """Benchmarks the spec may name, or ``None`` when any name is allowed."""
         return None
 
-    def stall_timeout_s(self, settings: BaseModel, *, first_step: bool = False) -> float | None:
+    def stall_timeout_s(self, settings: SettingsT, *, first_step: bool = False) -> float | None:
         """Default of ``retries.stall_timeout_s`` for a cell with these settings: how long its
         run may log no new training step before the attempt is stopped and retried; with
         ``first_step``, before its first one (``retries.first_step_timeout_s``'s default).
         ``None``: no stall detection."""
         return None
 
-    def local_head_resources(self, settings: BaseModel) -> Resources | None:
+    def local_head_resources(self, settings: SettingsT) -> Resources | None:
         """What one cell with these settings needs of a local Ray head the launcher starts
         (``ray start --num-cpus/--num-gpus``, e.g. a verl CPU cell's fake GPUs); ``None``: what
         Ray detects."""
@@ -152,7 +157,7 @@ class Backend(ABC):
             f"--backend {' | '.join(backends_with('prepare_data')) or '(none installed)'}"
         )
 
-    def prepare(self, settings: BaseModel) -> None:  # noqa: B027 (optional hook)
+    def prepare(self, settings: SettingsT) -> None:  # an optional hook: nothing by default
         """Build on the launching machine what cells with these settings need before any is
         submitted (idempotent; e.g. the verl smoke assets). Default: nothing."""
 

@@ -18,9 +18,10 @@ class CellCheck:
         return f"FAIL  {self.cell}: {self.stage}: {self.detail}"
 
 
-def one_line(text: str) -> str:
-    text = " ".join(str(text).split())
-    return text[:300] + ("..." if len(text) > 300 else "")
+def one_line(text: object) -> str:
+    """``text`` (or an exception's message) on one line, cut at 300 characters."""
+    line = " ".join(str(text).split())
+    return line[:300] + ("..." if len(line) > 300 else "")
 
 
 @dataclass(frozen=True)

@@ -163,7 +163,12 @@ def load_plan(path: str | Path) -> Plan:
 
 def region_preview(cell: Cell, mus: tuple[float, ...] = PREVIEW_MUS) -> list[list[float]] | None:
     """Per μ the clip interval ``[r_lo, r_hi]`` of a gppo cell (after ``ratio_bounds``)."""
-    if cell.method != "gppo" or cell.divergence is None or cell.delta is None:
+    if (
+        cell.method != "gppo"
+        or cell.divergence is None
+        or cell.estimator is None
+        or cell.delta is None
+    ):
         return None
     from gppo.objectives.regions import clip_interval
 

@@ -31,7 +31,7 @@ AGG_MODES: tuple[str, ...] = (
 def check_agg_mode(loss_agg_mode: object) -> str:
     if loss_agg_mode not in AGG_MODES:
         raise ValueError(f"loss_agg_mode must be one of {list(AGG_MODES)}, got {loss_agg_mode!r}")
-    return loss_agg_mode  # type: ignore[return-value]
+    return loss_agg_mode
 
 
 def masked_sum(values: Tensor, mask: Tensor, axis: int | None = None) -> Tensor:

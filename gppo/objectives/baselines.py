@@ -242,12 +242,12 @@ class _KnownGrad(torch.autograd.Function):
     tensor instead of the graph of every intermediate (exp, clamp, products, maximum, mask)."""
 
     @staticmethod
-    def forward(ctx, log_prob, value, grad):  # type: ignore[override]
+    def forward(ctx, log_prob, value, grad):
         ctx.save_for_backward(grad)
         return value
 
     @staticmethod
-    def backward(ctx, grad_out):  # type: ignore[override]
+    def backward(ctx, grad_out):
         (grad,) = ctx.saved_tensors
         return grad_out * grad, None, None
 

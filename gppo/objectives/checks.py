@@ -46,7 +46,8 @@ def check_ratio_bounds(ratio_bounds: object) -> tuple[float, float] | None:
     if ratio_bounds is None:
         return None
     try:
-        lo, hi = (float(x) for x in ratio_bounds)  # type: ignore[union-attr]
+        # any input is tried: a non-iterable or a wrong length raises TypeError/ValueError, caught
+        lo, hi = (float(x) for x in ratio_bounds)  # type: ignore[attr-defined]
     except (TypeError, ValueError):
         raise ValueError(
             f"ratio_bounds must be {RATIO_BOUNDS_RULE}, got {ratio_bounds!r}"
@@ -59,7 +60,7 @@ def check_ratio_bounds(ratio_bounds: object) -> tuple[float, float] | None:
 def check_delta(delta: object) -> float:
     """delta as a float; ValueError unless it is a finite number > 0."""
     try:
-        d = float(delta)  # type: ignore[arg-type]
+        d = float(delta)  # type: ignore[arg-type]  # any input: float() refuses it below
     except (TypeError, ValueError):
         raise ValueError(f"delta must be a finite number > 0, got {delta!r}") from None
     if not (math.isfinite(d) and d > 0):
@@ -70,7 +71,7 @@ def check_delta(delta: object) -> float:
 def check_r_min(r_min: object) -> float:
     """r_min as a float; ValueError unless 0 < r_min < 1."""
     try:
-        r = float(r_min)  # type: ignore[arg-type]
+        r = float(r_min)  # type: ignore[arg-type]  # any input: float() refuses it below
     except (TypeError, ValueError):
         raise ValueError(
             f"r_min must be a number in the open interval (0, 1), got {r_min!r}"
@@ -85,7 +86,7 @@ def check_dual_clip(dual_clip: object) -> float | None:
     if dual_clip is None:
         return None
     try:
-        c = float(dual_clip)  # type: ignore[arg-type]
+        c = float(dual_clip)  # type: ignore[arg-type]  # any input: float() refuses it below
     except (TypeError, ValueError):
         raise ValueError(f"dual_clip must be None or a number > 1, got {dual_clip!r}") from None
     if not c > 1.0:

@@ -97,7 +97,8 @@ def _rho(r: Tensor, pos: Tensor, lo: Tensor | float, hi: Tensor | float, c: floa
         down = torch.maximum(r, lo, out=lo)
         down = down if c is None else down.clamp_(max=c)
     else:
-        up, down = torch.clamp(r, max=hi), torch.clamp(r, min=lo, max=c)
+        up, down = torch.clamp(r, max=hi), torch.clamp(r, min=lo)
+        down = down if c is None else down.clamp_(max=c)
     return torch.where(pos, up, down, out=down)
 
 
@@ -106,10 +107,10 @@ def _bounds(plan: _Plan, log_mu: Tensor) -> tuple[Tensor | float, Tensor | float
     if plan.estimator == "mc":
         lo, hi = mc_scalar_bounds(plan.divergence, plan.delta)
         return max(lo, plan.b_lo), min(hi, plan.b_hi)
-    lo, hi = region_from_log_mu(plan.divergence, plan.estimator, plan.delta, log_mu)
+    region = region_from_log_mu(plan.divergence, plan.estimator, plan.delta, log_mu)
     # (closed forms return new tensors; contiguous() copies an expanded scalar before writing)
-    lo, hi = (torch.as_tensor(v, dtype=log_mu.dtype).expand(log_mu.shape) for v in (lo, hi))
-    return lo.contiguous().clamp_(min=plan.b_lo), hi.contiguous().clamp_(max=plan.b_hi)
+    t_lo, t_hi = (torch.as_tensor(v, dtype=log_mu.dtype).expand(log_mu.shape) for v in region)
+    return t_lo.contiguous().clamp_(min=plan.b_lo), t_hi.contiguous().clamp_(max=plan.b_hi)
 
 
 def _fix_solved(plan: _Plan, rho: Tensor, r: Tensor, adv: Tensor, log_mu: Tensor) -> None:
@@ -256,7 +257,7 @@ class _Surrogate(torch.autograd.Function):
     """Forward: the per-token loss; backward: grad_out * saved dloss/dlog_prob."""
 
     @staticmethod
-    def forward(ctx, log_prob, old_log_prob, advantages, mask, plan, box):  # type: ignore[override]
+    def forward(ctx, log_prob, old_log_prob, advantages, mask, plan, box):
         with full_precision(log_prob.device):
             loss, grad, metrics = _surrogate(plan, old_log_prob, log_prob, advantages, mask)
         box["metrics"] = metrics
@@ -265,7 +266,7 @@ class _Surrogate(torch.autograd.Function):
         return loss
 
     @staticmethod
-    def backward(ctx, grad_out):  # type: ignore[override]
+    def backward(ctx, grad_out):
         (grad,) = ctx.saved_tensors
         with full_precision(grad.device):
             g = (grad_out.to(grad.dtype) * grad).to(ctx.in_dtype)

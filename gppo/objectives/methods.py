@@ -29,6 +29,7 @@ import torch
 from gppo.registry import Registry
 
 from . import baselines, defaults
+from .defaults import LOSS_AGG_MODE  # (the field `defaults` hides the module in the class)
 from .divergences import get_divergence
 from .estimators import get_estimator
 from .losses import gppo_policy_loss
@@ -102,7 +103,7 @@ class Method:
         advantages: Tensor,
         response_mask: Tensor,
         *,
-        loss_agg_mode: str = defaults.LOSS_AGG_MODE,
+        loss_agg_mode: str = LOSS_AGG_MODE,
         global_batch_info: dict[str, Any] | None = None,
         **params: Any,
     ) -> tuple[Tensor, dict[str, float]]:

@@ -13,8 +13,12 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    import numpy as np
 
 from .checks import check_delta, check_r_min
 from .defaults import R_MIN
@@ -226,7 +230,7 @@ def clip_interval(
     divergence: str,
     estimator: str,
     delta: float,
-    mu: Tensor | Sequence[float],
+    mu: Tensor | np.ndarray | Sequence[float],
     ratio_bounds: tuple[float, float] | None = None,
 ) -> tuple[Tensor, Tensor]:
     """The clip interval the loss uses per token: the proximal region intersected with
@@ -235,7 +239,8 @@ def clip_interval(
 
     Args:
         divergence, estimator, delta: as for :func:`proximal_region`.
-        mu: behaviour probabilities in (0, 1], a tensor of any shape or a sequence of floats.
+        mu: behaviour probabilities in (0, 1], a tensor or array of any shape or a sequence of
+            floats.
         ratio_bounds: ``(lo, hi)`` with 0 <= lo < 1 < hi, or None for the bare region.
 
     Returns:

@@ -29,6 +29,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from gppo.backends.base import get_backend
 from gppo.cell import Cell
@@ -213,14 +214,14 @@ def local_head_for(spec: GridSpec, cells: Iterable[Cell] = ()) -> LocalHead:
     study): the spec's own backend section."""
     backend = get_backend(spec.backend)
     cells = tuple(cells)
-    distinct: dict[str, object] = {}  # cells mostly share their settings: each once
+    distinct: dict[str, Any] = {}  # cells mostly share their settings: each once
     for s in [c.settings for c in cells] or [spec.settings]:
         distinct.setdefault(json.dumps(s, sort_keys=True, default=str), s)
-    needs = [
+    resources = (
         backend.local_head_resources(backend.validate_settings(s) if isinstance(s, dict) else s)
         for s in distinct.values()
-    ]
-    needs = [n for n in needs if n is not None]
+    )
+    needs = [n for n in resources if n is not None]
     head = spec.ray.local_head
     if not needs:
         return head

@@ -39,7 +39,9 @@ def token_header() -> dict[str, str]:
     (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``); ``{}`` when there is
     none. Raises Ray's ``AuthenticationError`` when ``RAY_AUTH_TOKEN_PATH`` names no readable
     file. Ray caches a token it found (per process) until its loader's ``reset_cache()``."""
-    from ray._raylet import AuthenticationTokenLoader
+    from ray._raylet import (  # type: ignore[attr-defined]  # compiled; ray's _raylet.pyi omits it
+        AuthenticationTokenLoader,
+    )
 
     loader = AuthenticationTokenLoader.instance()
     return dict(loader.get_token_for_http_header(ignore_auth_mode=True))
@@ -52,7 +54,9 @@ def head_auth_mode() -> str:
     mode = os.environ.get(ENV_AUTH_MODE)
     if mode is not None:
         return mode.lower()
-    from ray._raylet import AuthenticationTokenLoader
+    from ray._raylet import (  # type: ignore[attr-defined]  # compiled; ray's _raylet.pyi omits it
+        AuthenticationTokenLoader,
+    )
 
     found = AuthenticationTokenLoader.instance().has_token(ignore_auth_mode=True)
     return "token" if found else "disabled"

@@ -207,7 +207,7 @@ def reconcile(ctx: SweepContext, disp: Dispatcher, cells: list[Cell]) -> dict[st
                 disp.stop(att.submission_id)
                 ctx.tracking.terminate(run.info.run_id, "KILLED")
         derived = cell_state(runs, h)  # orphans settled: RUNNING runs are the re-attached ones
-        if st.current is None and derived.state is DONE:
+        if st.current is None and derived.state is DONE and derived.run is not None:
             st.state, st.run_id = DONE, derived.run.info.run_id
         elif st.current is None and reuse and derived.run is not None:
             st.reuse_run = derived.run.info.run_id

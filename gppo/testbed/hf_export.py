@@ -95,7 +95,8 @@ def hf_config(cfg: PolicyConfig) -> Any:
         eos_token_id=EOS,
         pad_token_id=PAD,
         scale_attn_weights=True,
-        torch_dtype="float32",
+        # (transformers 5 types it `dtype` and still reads this older name; config.json keeps it)
+        torch_dtype="float32",  # type: ignore[call-arg]
     )
     config.architectures = ["GPT2LMHeadModel"]  # verl's HFModelConfig asserts exactly one
     config.num_key_value_heads = cfg.n_heads

@@ -130,4 +130,4 @@ class ChoosesABase(BaseModel):
 def base_settings(domain: str = "math", warmstart_target: float | None = None) -> BaseModelSettings:
     """The base of ``domain`` picked by its warm-start target (None: the domain's default base):
     what a ``testbed: true`` section of another trainer selects its base by."""
-    return BaseModelSettings(domain=domain, warmstart_target=warmstart_target)  # type: ignore[arg-type]
+    return BaseModelSettings(domain=domain, warmstart_target=warmstart_target)

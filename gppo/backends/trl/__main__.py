@@ -213,6 +213,7 @@ def testbed_parts(s: TrlSettings, cell: Cell, benchmarks: list[str]) -> CellPart
         ]
 
     def score(model: Any, model_dir: Path | None) -> dict[str, float]:
+        assert model_dir is not None, "the testbed route scores saved models only (base_dir set)"
         return score_model_dir(
             model_dir, s.domain, benchmarks, cell.eval_k, s.eval_seed, s.val_temperature
         )

@@ -19,7 +19,7 @@ JOB_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELI
 
 
 @register_backend
-class TrlBackend(Backend):
+class TrlBackend(Backend[TrlSettings]):
     """TRL's ``GRPOTrainer`` with the cell's loss, on one node (a CPU, one GPU, or N GPUs as N
     data-parallel processes)."""
 
@@ -55,7 +55,7 @@ class TrlBackend(Backend):
             return 3600.0
         return 900.0 if first_step else 600.0
 
-    def preflight(self, plan, spec_path, say, *, train_step=False):  # type: ignore[no-untyped-def]
+    def preflight(self, plan, spec_path, say, *, train_step=False):
         """Each cell's loss built and run forward and backward on a synthetic batch, in TRL's
         shapes (B, T), before anything is launched (``train_step``: the same; a TRL step on
         this machine is what the CPU preset's learning test runs)."""
@@ -68,7 +68,7 @@ class TrlBackend(Backend):
             results.append(result)
         return results
 
-    def prepare_data(self, input_path, output_path, source, *, split, skip_invalid):  # type: ignore[no-untyped-def]
+    def prepare_data(self, input_path, output_path, source, *, split, skip_invalid):
         """verl's RL parquet, written by verl's converter (:func:`gppo.backends.rldata.prepare`,
         which imports no verl): one file per benchmark, so a prepared file serves both backends."""
         from gppo.backends.rldata import prepare
@@ -78,7 +78,7 @@ class TrlBackend(Backend):
     def job(self, cell: Cell) -> Job:
         """The cell's process (or ``accelerate launch`` of its processes), asking Ray for
         ``num_gpus`` GPUs and, for CPU processes, at least one CPU each."""
-        s: TrlSettings = self.settings_of(cell)  # type: ignore[assignment]
+        s = self.settings_of(cell)
         env = dict(JOB_ENV)
         if s.num_threads > 1:
             env.update(OMP_NUM_THREADS=str(s.num_threads), MKL_NUM_THREADS=str(s.num_threads))

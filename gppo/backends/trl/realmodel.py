@@ -143,7 +143,8 @@ def reward(
     """TRL reward function: ``compute_score(...)["score"]`` of each completion (len B)."""
     from gppo.backends.rewards import compute_score
 
-    extra = extra_info or [None] * len(completions)
+    no_info: list[dict[str, Any] | None] = [None] * len(completions)
+    extra = extra_info or no_info
     return [
         float(compute_score(d, completion_text(c), t, e)["score"])
         for c, d, t, e in zip(completions, data_source, ground_truth, extra, strict=True)

@@ -93,7 +93,7 @@ class GppoGRPOTrainer(GRPOTrainer):
         loss, metrics = self.gppo_loss_fn(
             old, log_prob, adv, response_mask, loss_agg_mode=self.gppo_agg
         )
-        if self.model.training:
+        if self.model.training:  # type: ignore[union-attr]  # Trainer.__init__ set the model
             loss = loss / self.current_gradient_accumulation_steps
             ent = float(
                 (entropies.detach() * response_mask).sum() / response_mask.sum().clamp(min=1)
@@ -119,7 +119,8 @@ class GppoGRPOTrainer(GRPOTrainer):
         for name, target in ((OPTIMIZER_NAME, self.optimizer), (SCHEDULER_NAME, self.lr_scheduler)):
             path = Path(checkpoint) / name
             if path.is_file():
-                target.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+                state = torch.load(path, map_location="cpu", weights_only=True)
+                target.load_state_dict(state)  # type: ignore[union-attr]  # created before resuming
 
     # --- one step (generation batch) done -----------------------------------------------------------
     def step_done(self, step: int) -> None:

@@ -69,7 +69,7 @@ DISPATCHER_ENV = frozenset({"MLFLOW_TRACKING_URI", "MLFLOW_RUN_ID"})
 
 
 @register_backend
-class VerlBackend(Backend):
+class VerlBackend(Backend[VerlSettings]):
     name: ClassVar[str] = "verl"
     settings_model: ClassVar[type[VerlSettings]] = VerlSettings
     entrypoint_module: ClassVar[str] = "gppo.backends.verl"
@@ -97,7 +97,7 @@ class VerlBackend(Backend):
 
         return CPU_MODE.local_head(settings)
 
-    def preflight(self, plan, spec_path, say, *, train_step=False):  # type: ignore[no-untyped-def]
+    def preflight(self, plan, spec_path, say, *, train_step=False):
         """verl's config validation, each cell's loss through verl's own worker loss on
         synthetic tokens, and with ``train_step`` one ``main_ppo`` step per cell
         (:func:`gppo.backends.verl.preflight.check_plan`)."""
@@ -105,7 +105,7 @@ class VerlBackend(Backend):
 
         return check_plan(plan, spec_path, say, train_step=train_step)
 
-    def prepare_data(self, input_path, output_path, source, *, split, skip_invalid):  # type: ignore[no-untyped-def]
+    def prepare_data(self, input_path, output_path, source, *, split, skip_invalid):
         """verl's RL parquet (:func:`gppo.backends.rldata.prepare`): one file per benchmark,
         its ``data_source`` naming the scorer (:data:`gppo.backends.rewards.SCORER_OF`)."""
         from gppo.backends.rldata import prepare
@@ -130,7 +130,7 @@ class VerlBackend(Backend):
             build_testbed_assets(settings.domain, settings.warmstart_target)
 
     def job(self, cell: Cell) -> Job:
-        settings: VerlSettings = self.settings_of(cell)  # type: ignore[assignment]
+        settings = self.settings_of(cell)
         bad = sorted(set(settings.env) & (VERL_RESERVED_ENV | DISPATCHER_ENV))
         if bad:
             raise ValueError(
@@ -148,7 +148,9 @@ class VerlBackend(Backend):
         benchmarks = cell.benchmarks or self.default_benchmarks(settings)
         cpu_mode = None
         if settings.cpu:
-            from gppo.backends.verl.cpu import CPU_MODE as cpu_mode
+            from gppo.backends.verl.cpu import CPU_MODE
+
+            cpu_mode = CPU_MODE
         python = cpu_mode.python(settings) if cpu_mode else settings.python or "python"
         argv = (
             python,

@@ -69,7 +69,7 @@ def save_hf_model_of_lm_head_models() -> None:
     @functools.wraps(original)
     def save_checkpoint(self: Any, *args: Any, **kwargs: Any) -> Any:
         model = getattr(self.model, "_fsdp_wrapped_module", self.model)
-        config = getattr(model, "config", None)
+        config: Any = getattr(model, "config", None)
         archs = list(getattr(config, "architectures", None) or [])
         if not (archs and archs[0].endswith("LMHeadModel")):
             return original(self, *args, **kwargs)
@@ -79,8 +79,8 @@ def save_hf_model_of_lm_head_models() -> None:
         finally:
             config.architectures = archs
 
-    save_checkpoint._gppo_lm_head = True  # type: ignore[attr-defined]
-    FSDPCheckpointManager.save_checkpoint = save_checkpoint
+    save_checkpoint._gppo_lm_head = True  # type: ignore[attr-defined]  # our mark on the function
+    FSDPCheckpointManager.save_checkpoint = save_checkpoint  # type: ignore[method-assign]  # the patch
 
 
 def tolerate_models_without_inner_model() -> None:
@@ -103,7 +103,7 @@ def tolerate_models_without_inner_model() -> None:
         return original(model)
 
     patch.patch_vllm_moe_model_weight_loader = patch_vllm_moe_model_weight_loader
-    utils = sys.modules.get(_ROLLOUT_UTILS)  # imported before the hook ran: rebind its name too
+    utils: Any = sys.modules.get(_ROLLOUT_UTILS)  # imported before the hook ran: rebind it too
     if utils is not None:
         utils.patch_vllm_moe_model_weight_loader = patch_vllm_moe_model_weight_loader
     _APPLIED = True
@@ -137,9 +137,9 @@ def trl_only_with_a_value_head() -> None:
 
         return hasattr(trl, "AutoModelForCausalLMWithValueHead")
 
-    is_trl_available._gppo_value_head = True  # type: ignore[attr-defined]
+    is_trl_available._gppo_value_head = True  # type: ignore[attr-defined]  # our mark on it
     import_utils.is_trl_available = is_trl_available
     for name in (_MONKEY_PATCH, "verl.utils.model"):  # imported before: rebind their names too
-        module = sys.modules.get(name)
+        module: Any = sys.modules.get(name)
         if module is not None:
             module.is_trl_available = is_trl_available

@@ -98,9 +98,9 @@ class GPPOPolicyLossConfig(PolicyLossConfig):
         rules += [(self.dual_clip, check_dual_clip)]
         if self.delta is not None:  # None: calibrated from r_min
             rules.append((self.delta, check_delta))
-        for value, check in rules:  # the objectives library's rules and wording
+        for value, rule in rules:  # the objectives library's rules and wording
             try:
-                check(value)
+                rule(value)
             except ValueError as exc:
                 raise ValueError(f"policy_loss: {exc}") from None
 

@@ -93,6 +93,7 @@ def _verl_call(actor: Any, tokens: sy.SyntheticTokens, data: Any, bf16: bool = F
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
         loss, metrics = sy.call_ppo_loss(actor, sy.as_model_output(leaf, data), data)
     loss.backward()
+    assert leaf.grad is not None  # a leaf that requires grad, after backward()
     return loss.detach(), no_padding_2_padding(leaf.grad, data).float(), metrics
 
 

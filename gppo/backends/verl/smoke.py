@@ -15,6 +15,7 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 #: The data source (and benchmark name) of the smoke data.
 SMOKE_SOURCE = "smoke"
@@ -53,9 +54,9 @@ def assets_root() -> Path:
     return cache_root() / "verl-cpu-smoke" / ASSETS_VERSION
 
 
-def _problems(n: int, seed: int) -> list[dict[str, str]]:
+def _problems(n: int, seed: int) -> list[dict[str, Any]]:
     rng = random.Random(seed)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for _ in range(n):
         a, b = rng.randrange(10, 100), rng.randrange(10, 100)
         # chat messages, so the converter adds no instruction: the prompt fits the tiny model

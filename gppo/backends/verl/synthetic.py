@@ -101,7 +101,7 @@ def synthetic_batch(
     responses = torch.randint(1, vocab_size, (b, r), generator=g) * resp_attn
     attention_mask = torch.cat([prompt_mask, resp_attn], dim=1)
     position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0) * attention_mask
-    fields = {
+    fields: dict[str, Any] = {
         "prompts": prompts,
         "responses": responses,
         "input_ids": torch.cat([prompts, responses], dim=1),

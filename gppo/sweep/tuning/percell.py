@@ -13,10 +13,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import optuna
-from optuna.trial import TrialState
+from optuna.trial import FrozenTrial, TrialState
 
 from gppo.cell import cell_id
 from gppo.sweep.tuning.spec import ALPHA_FAMILY, Range, TuneSpec
@@ -71,16 +71,13 @@ def default_params(spec: TuneSpec) -> dict[str, Any]:
     base = spec_from_yaml(spec.base, spec.file)
     r_min = base.calibration.r_min
     if space.radius is not None:
+        radius: tuple[str, float] | None = None
         if space.radius.param == "r_min":
-            value = r_min
-            name = "r_min"
+            radius = "r_min", r_min
         elif len(space.divergences) == 1 and space.divergences[0] != ALPHA_FAMILY:
-            value = registries.calibrate(space.divergences[0], r_min)
-            name = "delta"
-        else:
-            value = name = None
-        if name is not None and space.radius.low <= value <= space.radius.high:
-            params[name] = value
+            radius = "delta", registries.calibrate(space.divergences[0], r_min)
+        if radius is not None and space.radius.low <= radius[1] <= space.radius.high:
+            params[radius[0]] = radius[1]
     settings = get_backend(base.backend).validate_settings(base.settings).model_dump(mode="json")
     ranges: dict[str, Range | list[Any]] = dict(space.settings)
     if space.lr is not None:
@@ -104,20 +101,25 @@ def enqueue_default(spec: TuneSpec, study: optuna.Study) -> bool:
     return True
 
 
+def _value(trial: FrozenTrial) -> float:
+    """A COMPLETE trial's value (Optuna types it ``float | None`` for every state)."""
+    return cast(float, trial.value)
+
+
 def cell_summary(studies: list[tuple[TuneSpec, optuna.Study]]) -> list[dict[str, Any]]:
     """Per study (cell): default value, best value, gain = best - default, best config."""
     rows = []
     for spec, study in studies:
         trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
         default = next((t for t in trials if t.user_attrs.get(DEFAULT_ATTR)), None)
-        best = max(trials, key=lambda t: t.value, default=None)
+        best = max(trials, key=_value, default=None)
         rows.append(
             {
                 "study": spec.study_name,
                 "complete": len(trials),
                 "default": default.value if default else None,
                 "best": best.value if best else None,
-                "gain": (best.value - default.value) if best and default else None,
+                "gain": (_value(best) - _value(default)) if best and default else None,
                 "best_config": best.user_attrs.get("gppo.config", "") if best else "",
             }
         )

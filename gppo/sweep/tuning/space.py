@@ -83,7 +83,7 @@ def suggest(trial: Any, space: Space) -> TrialConfig:
     radius_param = radius = None
     if space.radius is not None:
         radius_param = space.radius.param
-        name = radius_param
+        name: str = radius_param
         if radius_param == "delta" and len(space.divergences) > 1:
             name = f"delta_{family}"
         radius = trial.suggest_float(

@@ -47,6 +47,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from gppo.errors import SpecError, TuneSpecError
 from gppo.grid import registries
@@ -277,7 +278,7 @@ class _Filtered:
         for e in self._errors:
             e["loc"] = tuple(p for p in e["loc"] if not (isinstance(p, str) and p in _TAGS))
 
-    def errors(self, include_url: bool = False) -> list[dict[str, Any]]:
+    def errors(self, include_url: bool = False) -> list[ErrorDetails]:
         return self._errors
 
 

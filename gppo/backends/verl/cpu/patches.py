@@ -42,7 +42,8 @@ def dedupe_process_group_backend() -> None:
     def init_process_group(*args: Any, backend: Any = None, **kwargs: Any) -> Any:
         if backend == "cpu:gloo,cpu:gloo":
             backend = "cpu:gloo"
-        return original_init(*args, backend=backend, **kwargs)
+        # (verl passes backend by keyword, so *args never holds it)
+        return original_init(*args, backend=backend, **kwargs)  # type: ignore[misc]
 
     def initialize_global_process_group(timeout_second=36000):
         # verl/utils/distributed.py:62: the same string, passed straight to torch
