@@ -30,7 +30,9 @@ from markupsafe import Markup
 
 from gppo.analysis.render import to_html
 from gppo.analysis.table import Table1
+from gppo.analysis.tidy import CPU_HOURS, GPU_HOURS
 from gppo.scores import pct, quantize
+from gppo.store.cost import Hours, fmt_hours, money_text
 from gppo.store.uri import redact, scheme_of
 
 PAGE_NAME = "report.html"
@@ -164,18 +166,23 @@ def _num(x: Any) -> float | None:
     return None if math.isnan(value) else value
 
 
-def _hours(seconds: float | None, per_hour: float) -> str:
-    if seconds is None or not per_hour:
-        return "0" if seconds is not None else "-"
-    return f"{seconds / 3600 * per_hour:.3f}"
-
-
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
     from gppo.sweep.progress_log import fmt_duration
 
     return fmt_duration(seconds)
+
+
+def _run_hours(run: Any, res: Any, secs: float | None) -> tuple[float | None, float | None]:
+    """(CPU-h, GPU-h) of a cell's runs: what was logged for every attempt
+    (:mod:`gppo.store.cost`), else (a run from before cost was logged) its resources x wall time."""
+    logged = _num(getattr(run, CPU_HOURS, None))
+    if logged is not None:
+        return logged, _num(getattr(run, GPU_HOURS, None)) or 0.0
+    if res is None or secs is None:
+        return None, None
+    return secs / 3600 * res.num_cpus, secs / 3600 * res.num_gpus
 
 
 def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -192,11 +199,10 @@ def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
     rows, wall, cpu_h, gpu_h = [], 0.0, 0.0, 0.0
     for r in page.runs.sort_values(["domain", "cell_id"]).itertuples(index=False):
         res = resources.get(r.cell_id)
-        cpus = float(res.num_cpus) if res is not None else 0.0
-        gpus = float(res.num_gpus) if res is not None else 0.0
         secs = _num(r.wall_time_s)
-        if secs is not None:
-            wall, cpu_h, gpu_h = wall + secs, cpu_h + secs / 3600 * cpus, gpu_h + secs / 3600 * gpus
+        cpus, gpus = _run_hours(r, res, secs)
+        wall += secs or 0.0
+        cpu_h, gpu_h = cpu_h + (cpus or 0.0), gpu_h + (gpus or 0.0)
         score = avg.get((str(r.domain), str(r.cell), int(r.seed)))
         rows.append(
             {
@@ -209,16 +215,19 @@ def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
                 "steps": "-" if _num(r.steps) is None else f"{int(_num(r.steps))}",
                 "avg": "-" if score is None else score,
                 "wall": _duration(secs),
-                "cpu_h": _hours(secs, cpus) if res is not None else "-",
-                "gpu_h": _hours(secs, gpus) if res is not None else "-",
+                "cpu_h": "-" if cpus is None else fmt_hours(cpus),
+                "gpu_h": "-" if gpus is None else fmt_hours(gpus),
                 "run_id": r.run_id,
                 "link": run_link(page.tracking_uri, page.experiment_id, r.run_id),
             }
         )
+    price = page.table.cost.price if page.table.cost else None
+    money = Hours(cpu_h, gpu_h).money(price)
     totals = {
         "wall": _duration(wall),
-        "cpu_h": f"{cpu_h:.3f}",
-        "gpu_h": f"{gpu_h:.3f}",
+        "cpu_h": fmt_hours(cpu_h),
+        "gpu_h": fmt_hours(gpu_h),
+        "money": money_text(money, price) if money is not None and price else "",
     }
     return rows, totals
 
@@ -241,6 +250,7 @@ def _summary(rows: list[dict[str, Any]], totals: dict[str, str], seeds: str) -> 
     return (
         f"{len(rows)} cells ({counts}) · seeds {seeds} · wall time {totals['wall']} (sum over"
         f" cells) · {totals['cpu_h']} CPU-h · {totals['gpu_h']} GPU-h"
+        + (f" · {totals['money']}" if totals.get("money") else "")
     )
 
 

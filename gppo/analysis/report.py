@@ -171,7 +171,8 @@ def write_report(
         tidy = at_point(got.tidy, home)  # the figures' runs and cells: the home point's
         at_home = [c for c in expected or () if all(c.axes.get(a, v) == v for a, v in home.items())]
     else:
-        table = build_table1(got.tidy, reference=reference, benchmarks=order, k=got.k)
+        price = plan.spec.price if plan is not None else None  # the cost column in money
+        table = build_table1(got.tidy, reference=reference, benchmarks=order, k=got.k, price=price)
         files = write_tables(table, out, fmts)
     warnings: list[str] = []
     if figures:
@@ -285,6 +286,7 @@ def _axes_report(
     return write_axes_report(
         tidy, out, fmts, select=select, home=home, figures=figures,
         reference=reference, benchmarks=order, k=k,
+        price=plan.spec.price if plan is not None else None,
     )  # fmt: skip
 
 
