@@ -163,7 +163,8 @@ def _tidy(
             "status": status.value,
             "steps": _steps(run),
             "wall_time_s": _wall_time(run, now_ms),
-            "run_id": run.run_id,
+            # the run that trained it: a cell served by an identical cell's run names that run
+            "run_id": run.tags.get(M.TAG_SAME_RUNS) or run.run_id,
             **cost_columns(paid.get(cell_id)),
             **{path: _axis_cell(value) for path, value in point.items()},
         }

@@ -1,6 +1,6 @@
 """Estimator contrasts along an axis: the exploration study's tables and dose-response figure.
 
-docs/testbed.md, "When does the estimator matter?": at each point of one axis (the base's
+docs/studies/exploration.md: at each point of one axis (the base's
 accuracy, ``local.warmstart_target``), how much does each estimator gain over the base, how do
 Atomic and Binary differ from MC, and what does the mechanism look like (the high-side clip
 fraction by μ bucket; the rise of the correct answers' probability in the first iterations).
@@ -29,12 +29,13 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from mlflow import MlflowClient
 from scipy import stats
 
 from gppo import metrics as M
 from gppo.analysis.stats import CONFIDENCE, adjust, mean_ci
 from gppo.objectives.buckets import MU_BUCKETS
+from gppo.store.records import StoreClient, fetch_records, latest_attempts
+from gppo.store.tracking import metric_steps
 
 #: the early-rise window: p_answer(RISE_STEP) / p_answer(0) (the probe runs at every step to 10)
 RISE_STEP = M.PROBE_DENSE_STEPS
@@ -50,7 +51,7 @@ def _mean_over_benchmarks(
 
 
 def runs_frame(
-    client: MlflowClient,
+    client: StoreClient,
     sweep_id: str,
     axis: str,
     experiment_id: str | None = None,
@@ -58,8 +59,6 @@ def runs_frame(
 ) -> pd.DataFrame:
     """One row per finished grid run of the sweep (see the module docstring for the columns);
     ``point``: the level of runs without the axis (a sweep of one level, e.g. the TRL check)."""
-    from gppo.store.records import fetch_records, latest_attempts
-
     rows = []
     chosen = latest_attempts(fetch_records(client, sweep_id, experiment_id=experiment_id))
     for run in chosen.values():
@@ -80,9 +79,9 @@ def runs_frame(
             "gain": final - base,
         }
         for name, _lo, _hi in MU_BUCKETS:
-            hist = client.get_metric_history(run.run_id, M.clip_frac_bucket(name, "high"))
-            row[f"clip_high/{name}"] = float(np.mean([m.value for m in hist])) if hist else math.nan
-        probe = {m.step: m.value for m in client.get_metric_history(run.run_id, M.PROBE_P_ANSWER)}
+            hist = metric_steps(client, run.run_id, M.clip_frac_bucket(name, "high"))
+            row[f"clip_high/{name}"] = float(np.mean([v for _, v in hist])) if hist else math.nan
+        probe = dict(metric_steps(client, run.run_id, M.PROBE_P_ANSWER))
         row["p_answer_0"] = probe.get(0, math.nan)
         row[f"p_answer_{RISE_STEP}"] = probe.get(RISE_STEP, math.nan)
         row["rise"] = row[f"p_answer_{RISE_STEP}"] / row["p_answer_0"]

@@ -28,6 +28,7 @@ from gppo.analysis.table import (
     KNOWN_METHODS,
     NO_SPREAD,
     OTHER_BASELINES,
+    SAME_RUNS,
     Block,
     Entry,
     Row,
@@ -115,6 +116,8 @@ def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.Data
         group, label = esc(group), esc(label)
         if row.reasons and row.n_seeds:  # partial: some seeds without a result
             label += "".join(_sup(table.mark(r), fmt) for r in row.reasons)
+        if row.same_runs:  # an identical cell's runs
+            label += _sup(table.mark(SAME_RUNS), fmt)
         cells: list[Entry] = [row.entries[b] for b in block.benchmarks] + [row.entries[AVG]]
         values = [
             esc(e.text()) + ("" if e.mean is not None else _sup(table.mark(e.reason), fmt))

@@ -91,6 +91,8 @@ NO_RUN = State.PENDING.value
 INCOMPLETE = "incomplete"
 #: a row and the reference compared, but without spread between seeds: not tested (footnoted)
 NO_SPREAD = "no_spread"
+#: a row whose runs are another row's (an identical cell's, gppo.grid.sharing): footnoted
+SAME_RUNS = "same_runs"
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,10 @@ class Row:
     columns: dict[str, list[float]] = field(default_factory=dict, repr=False)  # bench -> seeds
     complete: dict[str, list[float]] = field(default_factory=dict, repr=False)  # full seeds only
     seed_avgs: list[float] = field(default_factory=list, repr=False)
+    #: the run ids of its results; ``shares``: the same, when another row shows the same runs
+    runs: frozenset[str] = field(default_factory=frozenset, repr=False)
+    shares: frozenset[str] | None = field(default=None, repr=False)
+    same_runs: str | None = None  # the earlier row whose runs these are (its cell)
 
     @property
     def estimator(self) -> str | None:
@@ -269,19 +275,23 @@ def _rank_separated(rows: list[Row], column: str) -> None:
 class _CellData:
     scores: dict[int, dict[str, Decimal]] = field(default_factory=dict)  # seed -> benchmark -> %
     statuses: dict[int, set[str]] = field(default_factory=dict)  # seed -> statuses seen
+    runs: set[str] = field(default_factory=set)  # the runs of its results (tidy ``run_id``)
 
 
 def _gather(tidy: pd.DataFrame) -> dict[str, tuple[dict[str, _CellData], list[str]]]:
     """One pass over the tidy rows: per domain, the cells (in order of appearance) and benchmarks."""
     out: dict[str, tuple[dict[str, _CellData], list[str]]] = {}
     columns = [tidy[c].tolist() for c in ("domain", "cell", "benchmark", "seed", "score", "status")]
-    for domain, cell, bench, seed, score, status in zip(*columns, strict=True):
+    columns.append(tidy["run_id"].tolist() if "run_id" in tidy else [None] * len(tidy))
+    for domain, cell, bench, seed, score, status, run in zip(*columns, strict=True):
         cells, benches = out.setdefault(domain, ({}, []))
         data = cells.setdefault(cell, _CellData())
         seed = int(seed)
         data.statuses.setdefault(seed, set()).add(status)
         if status == State.DONE and score == score and bench:  # score == score: not NaN
             data.scores.setdefault(seed, {})[bench] = pct(score)
+            if isinstance(run, str) and run:
+                data.runs.add(run)
             if bench not in benches:
                 benches.append(bench)
     return out
@@ -327,7 +337,26 @@ def _build_row(
     )
     row = Row(domain, cell, group, kind, entries, None, len(per_seed), reasons, lacking)
     row.columns, row.complete, row.seed_avgs = columns, complete, [float(a) for a in avgs]
+    row.runs = frozenset(data.runs)
     return row
+
+
+def _mark_same_runs(rows: list[Row]) -> None:
+    """Rows that show the same runs (tidy ``run_id``: a cell served by an identical cell's runs
+    carries its source's): each later one is marked with the first one's cell."""
+    first: dict[frozenset[str], Row] = {}
+    for row in rows:
+        if row.kind == "base" or not row.runs:
+            continue
+        owner = first.setdefault(row.runs, row)
+        if owner is not row:
+            row.same_runs, row.shares, owner.shares = owner.cell, row.runs, row.runs
+
+
+def _pool_key(row: Row) -> tuple:
+    """What the pooled variance counts once: the runs of rows that show the same runs, else the
+    per-seed averages (exact duplicates from data without run ids, e.g. a CSV)."""
+    return ("runs", row.shares) if row.shares else ("values", tuple(row.seed_avgs))
 
 
 def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) -> None:
@@ -338,7 +367,7 @@ def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) ->
     pool = (
         None
         if table.test == "welch"
-        else list({tuple(r.seed_avgs): r.seed_avgs for r in rows if r.kind != "base"}.values())
+        else list({_pool_key(r): r.seed_avgs for r in rows if r.kind != "base"}.values())
     )
     for row in rows:
         if not benchmarks:
@@ -408,6 +437,7 @@ def build_table1(
         cols += [b for b in seen if b not in cols]
         order = row_order(cells)
         rows = [_build_row(domain, c, cells[c], cols, precision, confidence) for c in order]
+        _mark_same_runs(rows)
         ref_row = next((r for r in rows if r.cell == reference), None)
         ref_avg = ref_row.entries[AVG].mean if ref_row else None
         for row in rows:
@@ -450,6 +480,13 @@ def _footnotes(blocks: list[Block]) -> list[Footnote]:
     if left:
         text = "left out of Avg., Δ and the test (no score on every benchmark): " + "; ".join(left)
         notes.append(Footnote("abcdef"[len(notes)], INCOMPLETE, text))
+    same = [f"{r.cell} = {r.same_runs} ({b.domain})" for b in blocks for r in b.rows if r.same_runs]
+    if same:
+        text = (
+            "the same runs as the row named (an identical cell: the same function at its δ, "
+            "one run a seed serves both; counted once in the pooled variance): "
+        )
+        notes.append(Footnote("abcdefg"[len(notes)], SAME_RUNS, text + "; ".join(same)))
     flat = [f"{r.cell} ({b.domain})" for b in blocks for r in b.rows if r.no_spread]
     if flat:
         text = "not tested: no spread between seeds (identical seeds are not replicates): "

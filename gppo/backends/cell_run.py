@@ -31,7 +31,7 @@ from gppo import metrics as M
 from gppo.errors import GppoError
 from gppo.store.health import exit_if_refused
 from gppo.store.run_logger import RunLogger
-from gppo.store.tracking import retry_locked
+from gppo.store.tracking import retry_locked, store_client
 
 
 class ProtocolError(GppoError, RuntimeError):
@@ -82,10 +82,8 @@ class CellRun(RunLogger):
         run_id = os.environ.get(M.ENV_RUN_ID)
         if not run_id:
             return None
-        from mlflow.tracking import MlflowClient
-
         uri = tracking_uri or os.environ.get(M.ENV_TRACKING_URI)
-        client = MlflowClient(tracking_uri=uri)
+        client = store_client(uri)
         exit_if_refused(client, uri, run_id)  # no credentials on this node: one line, exit 1
         return cls(client, run_id, eval_k=eval_k, benchmarks=benchmarks)
 

@@ -23,10 +23,13 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from gppo.errors import CredentialsRefused
 from gppo.store.uri import ENV_USERNAME, redact
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 #: Seconds the probe waits for an answer.
 PROBE_TIMEOUT_S = 3.0
@@ -178,6 +181,14 @@ class RefusalNamingClient:
                 return attr(*args, **kwargs)
 
         return call
+
+
+def refusal_naming_client(uri: str) -> MlflowClient:
+    """An ``MlflowClient`` on ``uri`` wrapped in :class:`RefusalNamingClient` (typed as the client
+    it stands for: it forwards every attribute)."""
+    from mlflow import MlflowClient
+
+    return cast("MlflowClient", RefusalNamingClient(MlflowClient(tracking_uri=uri), uri))
 
 
 #: how a cell's job begins the line it ends with when the tracking server refuses its node

@@ -34,10 +34,13 @@ from mlflow.entities import ViewType
 
 from gppo import metrics as M
 from gppo.errors import SweepNotFound
-from gppo.store.health import RefusalNamingClient
+from gppo.store.health import refusal_naming_client
 from gppo.store.state import State, SweepRef, run_state
 from gppo.store.tracking import int_tag, sweep_filter
 from gppo.store.uri import is_database, redact, resolve_tracking_uri, scheme_of
+
+#: The client the store reads and writes through (analysis names it, never imports mlflow).
+StoreClient = MlflowClient
 
 PAGE = 50_000  # MLflow's SEARCH_MAX_RESULTS_THRESHOLD
 #: latest-metric names a report reads besides eval/… and eval_base/…
@@ -55,6 +58,7 @@ REPORT_TAGS = (
     M.TAG_DOMAIN,
     M.TAG_FINISHED,
     M.TAG_AXES,
+    M.TAG_SAME_RUNS,
 )
 
 
@@ -115,7 +119,7 @@ def find_sweep(
     Raises :class:`SweepNotFound` when the store has no parent run of ``sweep_id``.
     """
     uri = resolve_tracking_uri(tracking_uri)
-    client = RefusalNamingClient(MlflowClient(tracking_uri=uri), uri)
+    client = refusal_naming_client(uri)
     where = f"experiment {experiment!r}" if experiment else "any experiment"
     if experiment is not None:
         exp = client.get_experiment_by_name(experiment)

@@ -4,6 +4,7 @@ per metric; SQLite "database is locked" errors are retried (``gppo.store.trackin
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 from gppo.cell import Cell
@@ -30,7 +31,7 @@ class RunLogger:
     def flush(self) -> None:
         while self._buf:
             part, self._buf = self._buf[:1000], self._buf[1000:]
-            retry_locked(lambda p=part: self.client.log_batch(self.run_id, metrics=p))
+            retry_locked(partial(self.client.log_batch, self.run_id, metrics=part))
 
     def set_tags(self, tags: dict[str, str]) -> None:
         from mlflow.entities import RunTag
@@ -46,5 +47,5 @@ class RunLogger:
         want = {**cell_params(cell), **extra}
         new = [Param(k[:250], v) for k, v in want.items() if k[:250] not in have]
         for i in range(0, len(new), 100):
-            retry_locked(lambda p=new[i : i + 100]: self.client.log_batch(self.run_id, params=p))
+            retry_locked(partial(self.client.log_batch, self.run_id, params=new[i : i + 100]))
         return len(new)

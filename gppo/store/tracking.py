@@ -13,14 +13,18 @@ import contextlib
 import json
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gppo import metrics as M
 from gppo.cell import Cell
 from gppo.store.health import RefusalNamingClient
 from gppo.store.uri import redact, resolve_tracking_uri
+
+if TYPE_CHECKING:
+    from mlflow import MlflowClient
 
 T = TypeVar("T")
 PARAM_VALUE_MAX = 6000
@@ -79,7 +83,39 @@ def log_metrics(
     ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)
     batch = [Metric(k, float(v), ts, int(step)) for k, v in values.items()]
     for i in range(0, len(batch), 1000):
-        retry_locked(lambda b=batch[i : i + 1000]: client.log_batch(run_id, metrics=b))
+        retry_locked(partial(client.log_batch, run_id, metrics=batch[i : i + 1000]))
+
+
+def log_points(client: Any, run_id: str, points: Iterable[tuple[str, float, int]]) -> None:
+    """Log ``(key, value, step)`` points of any steps, 500 per synchronous ``log_batch``."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    batch = [Metric(key, float(value), now, int(step)) for key, value, step in points]
+    for i in range(0, len(batch), 500):
+        client.log_batch(run_id, metrics=batch[i : i + 500], synchronous=True)
+
+
+def store_client(uri: str | None = None) -> MlflowClient:
+    """MLflow's client on ``uri`` (None: ``MLFLOW_TRACKING_URI``, else MLflow's default store):
+    how code outside the store (a cell's entrypoint) gets one without importing mlflow."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+def store_exception() -> type[Exception]:
+    """The exception a store raises when it refuses a call (MLflow's ``MlflowException``)."""
+    from mlflow.exceptions import MlflowException
+
+    return MlflowException
+
+
+def server_app() -> Any:
+    """MLflow's own tracking server and UI as an ASGI app (what ``gppo-sweep ui`` serves)."""
+    from mlflow.server.fastapi_app import app
+
+    return app
 
 
 def flatten(prefix: str, value: Any, out: dict[str, str]) -> dict[str, str]:
@@ -222,8 +258,12 @@ class Tracking:
         token = None
         while True:
             page = retry_locked(
-                lambda t=token: self.client.search_runs(
-                    [experiment_id], filter_string, max_results=5000, page_token=t
+                partial(
+                    self.client.search_runs,
+                    [experiment_id],
+                    filter_string,
+                    max_results=5000,
+                    page_token=token,
                 )
             )
             runs.extend(page)
@@ -286,7 +326,7 @@ class Tracking:
         run_id = run.info.run_id
         params = [Param(k[:250], redact(v)) for k, v in cell_params(cell).items()]
         for i in range(0, len(params), 100):
-            retry_locked(lambda p=params[i : i + 100]: self.client.log_batch(run_id, params=p))
+            retry_locked(partial(self.client.log_batch, run_id, params=params[i : i + 100]))
         return run_id
 
     def set_tags(self, run_id: str, tags: dict[str, str]) -> None:
@@ -341,12 +381,13 @@ def log_params(tracking: Tracking, run_id: str, params: dict[str, Any]) -> None:
 
     batch = [Param(k[:250], redact(str(v))[:PARAM_VALUE_MAX]) for k, v in params.items()]
     for i in range(0, len(batch), 100):
-        retry_locked(lambda b=batch[i : i + 100]: tracking.client.log_batch(run_id, params=b))
+        retry_locked(partial(tracking.client.log_batch, run_id, params=batch[i : i + 100]))
 
 
-def metric_steps(tracking: Tracking, run_id: str, name: str) -> list[tuple[int, float]]:
+def metric_steps(tracking: Tracking | Any, run_id: str, name: str) -> list[tuple[int, float]]:
     """``(step, value)`` of a run's metric ``name``, one per step (the latest write wins), by
-    step."""
-    history = retry_locked(lambda: tracking.client.get_metric_history(run_id, name))
+    step; ``tracking``: a :class:`Tracking` or the client of one (a report's)."""
+    client = tracking.client if isinstance(tracking, Tracking) else tracking
+    history = retry_locked(partial(client.get_metric_history, run_id, name))
     latest = {m.step: m for m in sorted(history, key=lambda m: m.timestamp)}
     return sorted((step, float(m.value)) for step, m in latest.items())

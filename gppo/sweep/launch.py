@@ -47,6 +47,7 @@ from gppo.sweep.lock import sweep_lock
 from gppo.sweep.outage import OutageClock
 from gppo.sweep.quiet import quiet_mlflow
 from gppo.sweep.result import AfterSweep, LaunchResult, close_launch
+from gppo.sweep.same_runs import SameRuns
 from gppo.sweep.session import SweepContext, open_sweep, reconcile
 from gppo.sweep.signals import signals_set
 from gppo.sweep.watch import Watch, cluster_silent
@@ -101,6 +102,8 @@ class Launcher:
         self._cell_ended = threading.Event()
         self._hurry_until = 0.0  # monotonic time until which rounds come every HURRY_POLL_S
         self._cells: list[CellState] = []
+        #: cells that are one run (gppo.grid.sharing): only a group's runner submits a job
+        self.same = SameRuns(plan.cells)
         #: the spec's budget, kept (None without one)
         self.keeper: Keeper | None = None
 
@@ -191,6 +194,8 @@ class Launcher:
             if self.watch.tracking_answers():  # else submissions and endings wait for it
                 try:
                     with fail_fast(ctx.tracking.uri):  # an outage mid-round raises, not blocks
+                        # cells an identical cell's finished run serves are recorded first
+                        self.same.settle(ctx, cells, self.on_event)
                         # free slots are refilled first; the ended runs' bookkeeping comes after
                         self._submit_ready(cells)
                         for st in [c for c in cells.values() if c.state == ENDING]:
@@ -239,6 +244,8 @@ class Launcher:
         for st in cells.values():
             if in_flight >= self.max_concurrent:
                 return
+            if not self.same.may_start(st, cells):  # an identical cell's run serves it
+                continue
             if st.state == PENDING or (st.state == WAITING and st.ready_at <= now):
                 if self.keeper is not None and self.keeper.admit(st.cell.id) is not None:
                     continue  # left pending: its forecast would take the sweep past the budget

@@ -37,7 +37,7 @@ from typing import Any
 
 from gppo.errors import LaunchBusy
 from gppo.grid.load import Plan
-from gppo.store.tracking import Tracking, retry_locked
+from gppo.store.tracking import Tracking, retry_locked, store_exception
 from gppo.store.uri import is_local_store, resolve_tracking_uri
 from gppo.sweep.owner import Owner, alive
 
@@ -99,8 +99,6 @@ class Lease:
 
     def acquire(self) -> None:
         """Take the next generation, or raise :class:`LaunchBusy` (nothing else written)."""
-        from mlflow.exceptions import MlflowException
-
         params, tags = self._read()
         n, holder = _generation(params)
         if n and tags.get(RELEASED_TAG) != str(n):
@@ -117,7 +115,7 @@ class Lease:
         value = json.dumps({**self.me.as_attr(), "since": time.time()}, sort_keys=True)
         try:
             retry_locked(lambda: self.tracking.client.log_param(self.run_id, key, value))
-        except MlflowException:
+        except store_exception():  # MLflow refuses a param's second value: who won?
             params, tags = self._read()
             won = params.get(key)
             if won is None:

@@ -64,6 +64,6 @@ class HomeRedirect:
 def app() -> HomeRedirect:
     """The ``mlflow.app`` plugin (``gppo-sweep = gppo.sweep.ui_app:app``), a factory: ``mlflow
     server`` imports this module to inspect it, and only uvicorn's worker builds MLflow's app."""
-    from mlflow.server.fastapi_app import app as mlflow_app
+    from gppo.store.tracking import server_app
 
-    return HomeRedirect(mlflow_app, os.environ.get(ENV_HOME) or None)
+    return HomeRedirect(server_app(), os.environ.get(ENV_HOME) or None)

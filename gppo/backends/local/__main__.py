@@ -20,8 +20,7 @@ from typing import Any
 from gppo import metrics as M
 from gppo.backends.cell_run import CellRun, evaluation_points
 from gppo.cell import DEFAULT_EVAL_K, Cell, cell_id
-from gppo.store.health import exit_if_refused
-from gppo.store.tracking import cell_tags
+from gppo.store.tracking import cell_tags, store_client
 from gppo.testbed import cpu_kernels
 
 #: ``1`` in a cell process forked by the launch's fork server (:mod:`.forkserver`; the run's
@@ -256,29 +255,24 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     cell = Cell.from_json(args.cell) if args.cell else cell_from_flags(args)
     cpu_kernels.apply(cpu_kernels.mode_of(cell.settings))  # before torch's first operation
-    run_id = os.environ.get(M.ENV_RUN_ID)
-    log = None
-    client = None
-    standalone = not run_id
-    if not (standalone and args.no_mlflow):
-        from mlflow.tracking import MlflowClient
-
-        uri = args.tracking_uri or os.environ.get(M.ENV_TRACKING_URI)
-        client = MlflowClient(tracking_uri=uri) if uri else MlflowClient()
-        if not standalone:  # no credentials on this node: one line, exit 1
-            exit_if_refused(client, uri, run_id)
-        if standalone:
-            run_id = _standalone_run(client, cell, args.experiment)
-            print(f"standalone MLflow run {run_id}", file=sys.stderr)
-        log = CellRun(client, run_id, eval_k=cell.eval_k, benchmarks=cell.benchmarks)
+    # in a sweep: the dispatcher's run (no credentials on this node: one line, exit 1)
+    log = CellRun.attach(
+        eval_k=cell.eval_k, benchmarks=cell.benchmarks, tracking_uri=args.tracking_uri
+    )
+    standalone = None
+    if log is None and not args.no_mlflow:  # standalone: a run of its own, ended here
+        client = store_client(args.tracking_uri)
+        run_id = _standalone_run(client, cell, args.experiment)
+        print(f"standalone MLflow run {run_id}", file=sys.stderr)
+        log = standalone = CellRun(client, run_id, eval_k=cell.eval_k, benchmarks=cell.benchmarks)
     try:
         summary = run_cell(cell, log, verbose=not args.quiet)
     except BaseException:
-        if standalone and client is not None:
-            client.set_terminated(run_id, "FAILED")
+        if standalone is not None:
+            standalone.client.set_terminated(standalone.run_id, "FAILED")
         raise
-    if standalone and client is not None:
-        client.set_terminated(run_id, "FINISHED")
+    if standalone is not None:
+        standalone.client.set_terminated(standalone.run_id, "FINISHED")
     if args.summary_json:
         with open(args.summary_json, "w") as fh:
             json.dump(summary, fh)

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gppo import metrics as m
+from gppo.store.tracking import log_points
 
 #: verl metric as stored by its MLflow adapter -> (benchmark, k).
 _VAL_CORE = re.compile(r"^val-core/(?P<bench>[^/]+)/(?P<var>acc|reward)/mean_at_(?P<k>\d+)$")
@@ -136,10 +137,6 @@ def mirror_run(
 ) -> list[Point]:
     """Log our names for every verl metric of ``run_id`` not mirrored yet; returns what it logged
     (``verl_scores``: see :func:`mapped_points`)."""
-    import time
-
-    from mlflow.entities import Metric
-
     keys = list(client.get_run(run_id).data.metrics)
     history = read_history(client, run_id, source_keys(keys))
     points = mapped_points(history, benchmarks, k, verl_scores)
@@ -150,10 +147,5 @@ def mirror_run(
         for step, _ in items
     }
     new = [p for p in points if (p.key, p.step) not in done]
-    now = int(time.time() * 1000)
-    for start in range(0, len(new), 500):
-        batch = new[start : start + 500]
-        client.log_batch(
-            run_id, metrics=[Metric(p.key, p.value, now, p.step) for p in batch], synchronous=True
-        )
+    log_points(client, run_id, ((p.key, p.value, p.step) for p in new))
     return new

@@ -22,6 +22,7 @@ from pathlib import Path
 from gppo import metrics as m
 from gppo.backends.checkresult import CellCheck, one_line
 from gppo.cell import Cell
+from gppo.store.tracking import store_client
 
 #: The scale of the step (every other setting is the cell's own).
 STEP_SETTINGS = {
@@ -70,8 +71,6 @@ def step_cell(cell: Cell, work: Path) -> tuple[Cell, str]:
 
 def train_step(cell: Cell, *, timeout_s: float = 1200.0) -> CellCheck:
     """One CPU training step of ``cell`` (never raises for the cell's own failure)."""
-    from mlflow.tracking import MlflowClient
-
     from gppo.backends.base import get_backend
     from gppo.backends.verl.cpu import CPU_MODE
     from gppo.backends.verl.settings import VerlSettings
@@ -87,7 +86,7 @@ def train_step(cell: Cell, *, timeout_s: float = 1200.0) -> CellCheck:
         except Exception as exc:
             return CellCheck(cell.id, False, "config", one_line(f"{type(exc).__name__}: {exc}"))
         uri = f"sqlite:///{work}/mlflow.db"
-        client = MlflowClient(uri)
+        client = store_client(uri)
         run_id = client.create_run(client.create_experiment("train-step")).info.run_id
         env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
         env.update(job.env, **{m.ENV_TRACKING_URI: uri, m.ENV_RUN_ID: run_id})
