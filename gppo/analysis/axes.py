@@ -136,7 +136,7 @@ def rank_summary(tables: list[PointTable]) -> RankSummary:
     for i, pt in enumerate(tables):
         for block in pt.table.blocks:
             rows = [r for r in block.rows if r.kind != "base" and r.entries[AVG].mean is not None]
-            ordered = sorted(rows, key=lambda r: -float(r.entries[AVG].mean))
+            ordered = sorted(rows, key=lambda r: -float(r.entries[AVG].mean or 0))
             for rank, row in enumerate(ordered, 1):
                 records.setdefault((block.domain, row.cell), {})[pt.label] = rank
                 seeds[block.domain, row.cell, i] = row.seed_avgs

@@ -15,7 +15,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 import pandas as pd
-from mlflow import MlflowClient
 
 from gppo import metrics as M
 from gppo.analysis.tidy import (
@@ -32,8 +31,15 @@ from gppo.analysis.tidy import (
 from gppo.cell import Cell
 from gppo.objectives.defaults import REFERENCE
 from gppo.store.cost import Hours, spent
-from gppo.store.health import RefusalNamingClient
-from gppo.store.records import RunRecord, fetch_records, latest_attempts, no_gc, run_status
+from gppo.store.health import refusal_naming_client
+from gppo.store.records import (
+    RunRecord,
+    StoreClient,
+    fetch_records,
+    latest_attempts,
+    no_gc,
+    run_status,
+)
 from gppo.store.state import State, SweepRef
 from gppo.store.tracking import int_tag
 
@@ -46,7 +52,7 @@ class Collected:
     runs: pd.DataFrame
     k: int | None
     parent_run_id: str | None = None
-    client: MlflowClient | None = field(default=None, repr=False)
+    client: StoreClient | None = field(default=None, repr=False)
 
 
 def _eval_scores(metrics: dict[str, float], k: int | None, base: bool = False) -> dict[str, float]:
@@ -100,7 +106,7 @@ def collect(
     expected: Sequence[Cell] | None = None,
     k: int | None = None,
     reference: str = REFERENCE,
-    client: MlflowClient | None = None,
+    client: StoreClient | None = None,
     fast: bool = True,
 ) -> Collected:
     """Collect a sweep's cell runs into the tidy table (see gppo/analysis/tidy.py).
@@ -116,7 +122,7 @@ def collect(
         fast: read SQL stores through the fast path of :mod:`gppo.store.records`.
     """
     if client is None:  # a server's 401/403: one line naming it
-        client = RefusalNamingClient(MlflowClient(tracking_uri=ref.tracking_uri), ref.tracking_uri)
+        client = refusal_naming_client(ref.tracking_uri)
     with no_gc():
         records = fetch_records(client, ref.sweep_id, experiment_id=ref.experiment_id, fast=fast)
         chosen = latest_attempts(records)

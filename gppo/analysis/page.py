@@ -20,6 +20,7 @@ import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -194,7 +195,7 @@ def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
     if page.tidy is not None and len(page.tidy):
         scored = page.tidy.dropna(subset=["score"])
         for key, scores in scored.groupby(["domain", "cell", "seed"])["score"]:
-            mean = sum(pct(s) for s in scores) / len(scores)  # as Table 1 averages
+            mean = sum((pct(s) for s in scores), Decimal(0)) / len(scores)  # as Table 1 averages
             avg[(str(key[0]), str(key[1]), int(key[2]))] = str(quantize(mean, 1))
     rows, wall, cpu_h, gpu_h = [], 0.0, 0.0, 0.0
     for r in page.runs.sort_values(["domain", "cell_id"]).itertuples(index=False):
@@ -212,7 +213,7 @@ def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
                 "seed": r.seed,
                 "status": r.status,
                 "attempt": r.attempt,
-                "steps": "-" if _num(r.steps) is None else f"{int(_num(r.steps))}",
+                "steps": "-" if (steps := _num(r.steps)) is None else f"{int(steps)}",
                 "avg": "-" if score is None else score,
                 "wall": _duration(secs),
                 "cpu_h": "-" if cpus is None else fmt_hours(cpus),

@@ -84,7 +84,7 @@ def write_tables(table: Table1, out_dir: Path, formats: Sequence[str]) -> list[P
 
 def _grid_cells(tidy: pd.DataFrame) -> list[tuple[str, str]]:
     labels = [c for c in dict.fromkeys(tidy["cell"]) if "/" in c]
-    return [tuple(c.split("/", 1)) for c in labels]  # type: ignore[misc]
+    return [tuple(c.split("/", 1)) for c in labels]
 
 
 def write_figures(

@@ -249,15 +249,14 @@ def row_order(cells: Iterable[str]) -> list[str]:
 
 def _rank(rows: list[Row], column: str) -> None:
     values = [
-        r.entries[column].mean
-        for r in rows
-        if r.kind != "base" and r.entries[column].mean is not None
+        mean for r in rows if r.kind != "base" and (mean := r.entries[column].mean) is not None
     ]
     for row in rows:
         entry = row.entries[column]
-        if row.kind == "base" or entry.mean is None:
+        mean = entry.mean
+        if row.kind == "base" or mean is None:
             continue
-        rank = 1 + sum(v > entry.mean for v in values)
+        rank = 1 + sum(v > mean for v in values)
         if rank <= 3:
             row.entries[column] = replace(entry, rank=rank)
 

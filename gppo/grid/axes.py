@@ -118,7 +118,7 @@ def put(data: dict[str, Any], backend: str, path: str, value: Any) -> None:
     parts = path.split(".")
     node = data
     for p in ["settings" if parts[0] == backend else parts[0], *parts[1:-1]]:
-        child = node.get(p)
+        child: Any = node.get(p)
         if hasattr(child, "model_dump"):  # a section given as a model: its fields as given
             child = child.model_dump(exclude_unset=True)
         node[p] = child = dict(child) if isinstance(child, dict) else {}
