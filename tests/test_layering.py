@@ -47,6 +47,11 @@ def part_of(module: str) -> str | None:
 
 def imports_of(path: Path) -> list[tuple[str, int]]:
     """(gppo module imported, line) for every import in ``path``, relative ones resolved."""
+    return [(m, line) for m, line in modules_imported(path) if m == "gppo" or m.startswith("gppo.")]
+
+
+def modules_imported(path: Path) -> list[tuple[str, int]]:
+    """(module imported, line) for every import in ``path``, relative ones resolved."""
     module = module_name(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out: list[tuple[str, int]] = []
@@ -63,7 +68,7 @@ def imports_of(path: Path) -> list[tuple[str, int]]:
                 out += [(f"gppo.{a.name}", node.lineno) for a in node.names]
             else:
                 out.append((target, node.lineno))
-    return [(m, line) for m, line in out if m == "gppo" or m.startswith("gppo.")]
+    return out
 
 
 def all_imports() -> list[tuple[str, str, str]]:
@@ -91,6 +96,39 @@ def test_every_part_has_a_layer():
     parts = {p.stem if p.is_file() else p.name for p in ROOT.iterdir()}
     parts -= {"__init__", "__pycache__", "py"}
     assert parts <= set(LEVEL), f"add to LAYERS (and README's Layout): {sorted(parts - set(LEVEL))}"
+
+
+def mlflow_imports(root: Path = ROOT) -> list[str]:
+    """``file:line`` of each import of ``mlflow`` in the package outside ``store/``."""
+    wrong = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if rel.parts[0] == "store":
+            continue
+        for target, line in modules_imported(path):
+            if target.split(".")[0] == "mlflow":
+                wrong.append(f"{root.name}/{rel}:{line}: {target}")
+    return wrong
+
+
+def test_only_the_store_imports_mlflow():
+    """README's Layout: the store owns every MLflow read and write; the layers above reach MLflow
+    through it (gppo.store.tracking.store_client, log_points, ...), even lazily."""
+    wrong = mlflow_imports()
+    assert not wrong, "mlflow imported outside gppo/store:\n" + "\n".join(wrong)
+
+
+def test_the_mlflow_check_sees_a_lazy_import(tmp_path, monkeypatch):
+    """A function-level ``from mlflow…`` in a stand-in analysis module is reported; the same in
+    a store module is not."""
+    fake = tmp_path / "gppo"
+    for part in ("analysis", "store"):
+        (fake / part).mkdir(parents=True)
+    lazy = "def f():\n    from mlflow.entities import Metric\n    return Metric\n"
+    (fake / "analysis" / "x.py").write_text(lazy)
+    (fake / "store" / "y.py").write_text("import mlflow\n")
+    monkeypatch.setitem(globals(), "ROOT", fake)
+    assert mlflow_imports(fake) == ["gppo/analysis/x.py:2: mlflow.entities"]
 
 
 def test_imports_point_down_the_stack():
