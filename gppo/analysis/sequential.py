@@ -1,0 +1,348 @@
+"""Adaptive seeds: which rows of Table 1 are decided, and which get the next seeds (issue 48).
+
+Every cell starts with ``min`` seeds; after each round (a look) a row compared with the reference
+is *separated*, *equivalent* within ``margin`` points, *futile* ("not separable within max"), or
+goes on with ``batch`` more seeds, and the reference with it, until ``max``. The data of a row are
+its per-seed scores (a run's average over benchmarks, shape ``(n,)``) and the reference's (shape
+``(m,)``).
+
+**The rule** (a group-sequential t-test per row, Jennison & Turnbull, *Group Sequential Methods
+with Applications to Clinical Trials*, 2000):
+
+1. ``Δ̂ = x̄ - ȳ``, ``se = s sqrt(1/n + 1/m)``, ``s²`` the within-cell variance pooled over the
+   table's rows (as Table 1's default test, :func:`gppo.analysis.stats.pooled_variance`), on
+   ``df = Σ_g (n_g - 1)`` degrees of freedom; ``T = Δ̂ / se``.
+2. The look's information fraction is ``t = n_eff / max``, ``n_eff = 2nm / (n + m)``; the planned
+   looks are at ``min, min + batch, ..., max`` seeds. The bounds ``c_j`` spend the row's level
+   ``α_r`` with the Lan-DeMets O'Brien-Fleming-type function over the looks
+   (:mod:`gppo.analysis.spending`); the last planned look spends all that is left.
+3. **Small n, unknown variance.** The bounds are on a z statistic; the rule applies each as its
+   two-sided nominal level ``p_j = 2 (1 - Φ(c_j))`` to the t statistic on the current ``df``
+   (reject where ``2 P(T_df > |T|) <= p_j``): Jennison & Turnbull's "significance level approach"
+   (§3.8), exact at each look on its own and close to the nominal error jointly. Pooling over the
+   table is what keeps ``df`` usable at 2 seeds (17 rows and the reference at 2 seeds: df = 18); a
+   lone comparison at 2 seeds has df = 2 and the t quantiles at the first looks' tiny levels are
+   huge, so such a row is in effect decided only later. The benchmark
+   (``benchmarks/sim_adaptive_seeds.py``) measures the joint error, a lone pair at 2-8 seeds
+   included.
+4. **Correction over the table's rows.** ``α_r = α / K`` (Bonferroni, the default), K the rows
+   compared (``Design.rows``, e.g. the base model's row decided outside this rule); or Holm's
+   step-down in the group-sequential form of Maurer & Bretz (Stat. Biopharm. Res. 5, 2013): a
+   separated row passes its level on, the open rows are tested at ``α / (K - r)`` with ``r`` rows
+   separated, bounds recomputed at that level (``correction="holm"``).
+5. **Intervals valid under the design**: the repeated confidence interval ``Δ̂ ± q se``, ``q`` the
+   t quantile of the look's nominal level at ``α / K`` (Jennison & Turnbull, ch. 9): with
+   probability at least ``1 - α`` every row's interval covers its Δ at every look at once
+   (Bonferroni over rows). A row is *separated* where its test rejects (with Bonferroni: where its
+   interval excludes 0), *equivalent* where its interval lies inside ``(-margin, margin)`` (two
+   one-sided tests at ``α / 2K`` each).
+6. **Futility** (non-binding: it only ever stops a row, so the error of separations is unchanged):
+   a row whose predictive probability of a separation at ``max`` (and, with a margin, of
+   equivalence there) is below ``Design.futility`` stops as futile. The predictive law of the
+   final ``Δ̂`` given the data, flat prior, is ``N(Δ̂, se² - se_max²)`` (Spiegelhalter, Freedman &
+   Blackburn, Control. Clin. Trials 7, 1986); the final bound is the planned one. At 2 seeds that
+   law is wide, so a row is rarely dropped on its first look. A row at ``max`` that is neither
+   separated nor equivalent is futile (reason ``max``).
+7. Rows the cell-equivalence criterion runs on the reference's own runs (``same_runs``: chi2/mc =
+   tv/mc) are equivalent at once, Δ = 0 exactly, and get no seeds of their own.
+
+**Guarantees.** With normal per-seed scores of equal variance in every cell: the probability of
+any wrong separation (a row separated whose mean equals the reference's), over all rows and looks,
+is at most α (up to the t approximation of 3., which the benchmark measures); with Bonferroni, the
+same holds for any wrong separation or wrong equivalence together. **Not guaranteed:** the error
+with unequal seed variances (the pooled ``s`` then misstates a row's se) or with heavy tails at
+2-3 seeds, nor any power: futility and the spread of α over looks cost power against a fixed
+sweep at ``max`` seeds (the benchmark measures how much).
+
+:func:`decide` takes one table's scores; :func:`decide_batch` the same rule on arrays of many
+simulated tables at once (it is what :func:`decide` calls).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+from scipy import stats
+
+from gppo.analysis import spending
+from gppo.analysis.stats import ALPHA, pooled_variance
+
+CONTINUE, SEPARATED, EQUIVALENT, FUTILE = 0, 1, 2, 3
+#: status code -> the word reports use
+STATUS_NAMES = {
+    CONTINUE: "continue",
+    SEPARATED: "separated",
+    EQUIVALENT: "equivalent",
+    FUTILE: "futile",
+}
+CORRECTIONS = ("bonferroni", "holm")
+#: predictive probability below which a row stops as futile (see the module docstring, 6.)
+FUTILITY = 0.05
+
+
+@dataclass(frozen=True)
+class Design:
+    """The adaptive design of one table: ``seeds: {min, max}``, the batch per round, ``α``, the
+    equivalence margin in points (None: no equivalence decisions), the size of the correction's
+    family (``rows``; None: the rows given to :func:`decide`), the correction and the futility
+    threshold. Bad values raise ``ValueError`` in one line naming the field."""
+
+    min_seeds: int = 2
+    max_seeds: int = 8
+    batch: int = 1
+    alpha: float = ALPHA
+    margin: float | None = None
+    rows: int | None = None
+    correction: str = "holm"
+    futility: float = FUTILITY
+
+    def __post_init__(self) -> None:
+        checks = [
+            ("min", self.min_seeds >= 2, f"at least 2 (got {self.min_seeds})"),
+            ("max", self.max_seeds >= self.min_seeds, f"at least min (got {self.max_seeds})"),
+            ("batch", self.batch >= 1, f"at least 1 (got {self.batch})"),
+            ("alpha", 0 < self.alpha < 1, f"in (0, 1) (got {self.alpha})"),
+            ("margin", self.margin is None or self.margin > 0, f"> 0 (got {self.margin})"),
+            ("rows", self.rows is None or self.rows >= 1, f"at least 1 (got {self.rows})"),
+            ("correction", self.correction in CORRECTIONS, f"one of {', '.join(CORRECTIONS)}"),
+            ("futility", 0 <= self.futility < 1, f"in [0, 1) (got {self.futility})"),
+        ]
+        for name, ok, allowed in checks:
+            if not ok:
+                raise ValueError(f"seeds.{name}: must be {allowed}")
+
+    @property
+    def looks(self) -> tuple[int, ...]:
+        """Seed counts of the planned looks: ``min, min + batch, ..., max``."""
+        return (*range(self.min_seeds, self.max_seeds, self.batch), self.max_seeds)
+
+
+def _thresholds(design: Design, family: int, n_eff: float, groups: int) -> np.ndarray:
+    """Nominal two-sided levels of a look at ``n_eff`` effective seeds, at the levels
+    ``α / L`` for ``L = 0..family`` (shape ``(family + 1,)``; index 0 unused, 0.0), each
+    level first t-calibrated for a pool of ``groups`` groups
+    (:func:`gppo.analysis.spending.t_calibrated_alpha`)."""
+    looks = design.looks
+    planned = [c for c in looks if c < n_eff - 1e-9]
+    fractions = spending.look_fractions([*planned, n_eff], design.max_seeds)
+    final = n_eff >= design.max_seeds - 1e-9
+    at = len(planned) if abs(looks[len(planned)] - n_eff) < 1e-9 else None
+    if at is not None:  # a planned look: the design's bounds (those of earlier looks are a prefix)
+        fractions, final = spending.look_fractions(looks, design.max_seeds), True
+    out = np.zeros(family + 1)
+    levels = range(1, family + 1) if design.correction == "holm" else [family]
+    for L in levels:
+        level = spending.t_calibrated_alpha(design.alpha / L, looks, groups)
+        out[L] = spending.nominal_levels(level, fractions, final)[-1 if at is None else at]
+    if design.correction != "holm":
+        out[1:] = out[family]
+    return out
+
+
+@dataclass(frozen=True)
+class Batch:
+    """:func:`decide_batch`'s answer for S tables of K rows: ``status`` (S, K) codes, the
+    intervals ``lo``, ``hi`` (S, K), the t statistics ``t`` (S, K) and the predictive
+    probability of a separation at max ``power`` (S, K; nan where not computed)."""
+
+    status: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    t: np.ndarray
+    power: np.ndarray
+
+
+def decide_batch(
+    delta: npt.ArrayLike,
+    n: npt.ArrayLike,
+    m: npt.ArrayLike,
+    s2: npt.ArrayLike,
+    df: npt.ArrayLike,
+    status: npt.ArrayLike,
+    design: Design,
+    family: int | None = None,
+    groups: int | None = None,
+) -> Batch:
+    """One look of the rule (module docstring) for S tables of K rows at once.
+
+    ``delta`` (S, K): each row's ``x̄ - ȳ``; ``n`` (S, K) and ``m`` (S,): seeds of the rows and
+    of the reference; ``s2``, ``df`` (S,): the pooled variance and its degrees of freedom;
+    ``status`` (S, K): the codes so far (decided rows keep theirs). ``family``: K of the
+    correction (default ``design.rows``, else K); ``groups``: the groups of the pooled variance
+    (default K + 1), for the small-df calibration of the levels.
+    """
+    delta, n = np.asarray(delta, float), np.asarray(n, float)
+    m, s2, df = (np.asarray(a, float)[:, None] for a in (m, s2, df))
+    S, K = delta.shape
+    fam = family or design.rows or K
+    n_eff = 2 * n * m / (n + m)
+    new = np.array(status, dtype=int, copy=True)
+    open_ = new == CONTINUE
+    # decided rows keep their status and their interval of the look they stopped at (nan here)
+    look_at = np.where(open_, np.round(n_eff, 9), design.max_seeds)
+    uniq, inv = np.unique(look_at, return_inverse=True)
+    pool = groups or K + 1
+    table = np.stack([_thresholds(design, fam, u, pool) for u in uniq])  # (U, fam + 1)
+    inv = inv.reshape(S, K)
+    se = np.sqrt(s2 * (1 / n + 1 / m))
+    ok = (se > 0) & (df > 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(ok, delta / np.where(ok, se, 1), 0.0)
+    p = np.where(ok, 2 * stats.t.sf(np.abs(t), np.maximum(df, 1)), 1.0)
+    q = stats.t.isf(table[inv, fam] / 2, np.maximum(df, 1))
+    lo = np.where(open_, np.where(ok, delta - q * se, -np.inf), np.nan)
+    hi = np.where(open_, np.where(ok, delta + q * se, np.inf), np.nan)
+    # separations: Holm's step-down over the open rows (Bonferroni: every L gives α / K)
+    r0 = (new == SEPARATED).sum(axis=1, keepdims=True)
+    order = np.argsort(np.where(open_, p, np.inf), axis=1, kind="stable")
+    L = np.clip(fam - r0 - np.arange(K)[None, :], 1, fam)
+    thr = table[np.take_along_axis(inv, order, 1), L]
+    hit = np.take_along_axis(open_, order, 1) & (np.take_along_axis(p, order, 1) <= thr)
+    rejected = np.zeros_like(open_)
+    np.put_along_axis(rejected, order, np.cumprod(hit, axis=1).astype(bool), 1)
+    new[rejected] = SEPARATED
+    open_ &= ~rejected
+    if design.margin is not None:
+        equiv = open_ & (lo > -design.margin) & (hi < design.margin)
+        new[equiv] = EQUIVALENT
+        open_ &= ~equiv
+    at_max = n_eff >= design.max_seeds - 1e-9
+    new[open_ & at_max] = FUTILE
+    open_ &= ~at_max
+    power = np.full((S, K), np.nan)
+    if design.futility > 0 and open_.any():
+        power = _predictive(delta, se, s2, df, open_, design, fam, r0, new)
+        eq = _predictive_equivalence(delta, se, s2, df, design, fam)
+        new[open_ & (power < design.futility) & (eq < design.futility)] = FUTILE
+    return Batch(new, lo, hi, t, power)
+
+
+def _final_quantile(s2, df, open_count, design: Design, level: np.ndarray) -> np.ndarray:
+    """The t quantile of the last planned look's bound at ``level`` (S, 1), on the df the
+    table will have then if the open rows and the reference run to max."""
+    fractions = spending.look_fractions(design.looks, design.max_seeds)
+    nominal = np.vectorize(lambda a: spending.nominal_levels(float(a), fractions, True)[-1])(level)
+    return stats.t.isf(nominal / 2, np.maximum(df, 1) + open_count * design.max_seeds)
+
+
+def _predictive(delta, se, s2, df, open_, design: Design, fam, r0, status) -> np.ndarray:
+    """Predictive probability (flat prior) that ``|Δ̂|`` at max seeds passes the final bound:
+    ``Δ̂_max ~ N(Δ̂, se² - se_max²)``; nan where the row is not open."""
+    se_max = np.sqrt(s2 * 2 / design.max_seeds)
+    open_count = (status == CONTINUE).sum(axis=1, keepdims=True)
+    level = design.alpha / (np.maximum(fam - r0, 1) if design.correction == "holm" else fam)
+    crit = _final_quantile(s2, df, open_count, design, np.broadcast_to(level, s2.shape)) * se_max
+    sd = np.sqrt(np.maximum(se**2 - se_max**2, 1e-12))
+    pp = stats.norm.sf((crit - delta) / sd) + stats.norm.cdf((-crit - delta) / sd)
+    return np.where(open_, pp, np.nan)
+
+
+def _predictive_equivalence(delta, se, s2, df, design: Design, fam) -> np.ndarray:
+    """Predictive probability that the interval at max lies inside ``(-margin, margin)``; 0
+    without a margin or where the interval at max is wider than the margin."""
+    if design.margin is None:
+        return np.zeros_like(delta)
+    se_max = np.sqrt(s2 * 2 / design.max_seeds)
+    half = _final_quantile(s2, df, 0, design, np.full(s2.shape, design.alpha / fam)) * se_max
+    room = np.maximum(design.margin - half, 0)
+    sd = np.sqrt(np.maximum(se**2 - se_max**2, 1e-12))
+    return np.where(
+        room > 0, stats.norm.cdf((room - delta) / sd) - stats.norm.cdf((-room - delta) / sd), 0.0
+    )
+
+
+@dataclass(frozen=True)
+class RowDecision:
+    """One row after a look: ``status`` (a :data:`STATUS_NAMES` word), ``reason`` (``bound``,
+    ``futility``, ``max``, ``same runs``, ``earlier``), its seeds, Δ̂ and the interval valid
+    under the design (None where no variance can be estimated)."""
+
+    status: str
+    reason: str
+    n: int
+    delta: float
+    interval: tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class Round:
+    """The rule's answer after one look: each row's decision; the seeds each row gets next (0
+    for a decided row); the reference's next seeds; ``done`` when no row goes on."""
+
+    rows: dict[str, RowDecision]
+    next_seeds: dict[str, int] = field(default_factory=dict)
+    reference_next: int = 0
+
+    @property
+    def done(self) -> bool:
+        return not any(self.next_seeds.values())
+
+
+def _reason(code: int, same: bool, earlier: bool, at_max: bool) -> str:
+    """Why a row stopped (:class:`RowDecision`'s ``reason``); empty while it goes on."""
+    if same:
+        return "same runs"
+    if earlier:
+        return "earlier"
+    if code == FUTILE:
+        return "max" if at_max else "futility"
+    return "bound" if code in (SEPARATED, EQUIVALENT) else ""
+
+
+def decide(
+    rows: Mapping[str, Sequence[float]],
+    reference: Sequence[float],
+    design: Design,
+    decided: Mapping[str, str] | None = None,
+    same_runs: Collection[str] = (),
+) -> Round:
+    """Apply the rule to one table: ``rows`` maps a row's name to its per-seed scores (shape
+    ``(n,)``), ``reference`` the reference's (shape ``(m,)``); ``decided`` maps rows decided at
+    an earlier look to their status word (kept as they are); ``same_runs``: rows run on the
+    reference's own runs. The look is the one the seed counts are at (the state is the data, so
+    a relaunched launcher gets the same answer). The pooled variance is over the reference and
+    every row not in ``same_runs``."""
+    decided = dict(decided or {})
+    names = list(rows)
+    unknown = [k for k in [*decided, *same_runs] if k not in rows]
+    if unknown:
+        raise ValueError(f"rows not in the table: {', '.join(unknown)}")
+    ref = np.asarray(reference, float)
+    groups = [np.asarray(rows[k], float) for k in names]
+    if ref.size < 2 or any(g.size < 2 for g in groups):
+        raise ValueError("every row and the reference need at least 2 seeds (seeds.min >= 2)")
+    s2, df = pooled_variance(
+        [list(reference), *(list(rows[k]) for k in names if k not in same_runs)]
+    )
+    codes = {v: k for k, v in STATUS_NAMES.items()}
+    bad = sorted({v for v in decided.values() if v not in codes or v == "continue"})
+    if bad:
+        raise ValueError(
+            f"decided: unknown status {', '.join(bad)}; allowed: separated, equivalent, futile"
+        )
+    status = np.array([[codes[decided.get(k, "continue")] for k in names]])
+    for i, k in enumerate(names):
+        if k in same_runs:
+            status[0, i] = EQUIVALENT
+    delta = np.array([[g.mean() - ref.mean() for g in groups]])
+    n = np.array([[g.size for g in groups]])
+    pool = 1 + sum(k not in same_runs for k in names)
+    out = decide_batch(delta, n, [ref.size], [s2 if df else 0.0], [df], status, design, None, pool)
+    result, nxt = {}, {}
+    later = [c for c in design.looks if c > ref.size]
+    target = later[0] if later else design.max_seeds
+    for i, k in enumerate(names):
+        code, seeds = int(out.status[0, i]), int(n[0, i])
+        lo, hi = float(out.lo[0, i]), float(out.hi[0, i])
+        interval = (lo, hi) if math.isfinite(lo) and math.isfinite(hi) else None
+        if k in same_runs:
+            interval = (0.0, 0.0)
+        reason = _reason(code, k in same_runs, k in decided, seeds >= design.max_seeds)
+        result[k] = RowDecision(STATUS_NAMES[code], reason, seeds, float(delta[0, i]), interval)
+        nxt[k] = max(0, target - seeds) if code == CONTINUE else 0
+    ref_next = max(0, target - ref.size) if any(nxt.values()) else 0
+    return Round(result, nxt, ref_next)
