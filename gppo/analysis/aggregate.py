@@ -57,7 +57,7 @@ def _pi(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 def _mean_interval(matrices: list[np.ndarray], statistic) -> tuple[float, float]:
     """Table 1's Avg. interval: the t CI of the run averages of the one matrix."""
-    return mean_ci(matrices[0].mean(axis=1))  # type: ignore[return-value]
+    return mean_ci(matrices[0].mean(axis=1))  # type: ignore[return-value]  # >= 2 runs: a CI
 
 
 def _estimate(

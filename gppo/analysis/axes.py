@@ -104,7 +104,7 @@ def recorrect(tables: list[Table1]) -> None:
     if not tables:
         return
     rows = [r for t in tables for b in t.blocks for r in b.rows if r.p_value is not None]
-    adjusted = S.adjust([r.p_value for r in rows], tables[0].correction)  # type: ignore[misc]
+    adjusted = S.adjust([r.p_value for r in rows], tables[0].correction)  # type: ignore[misc]  # p_value: not None
     for row, p in zip(rows, adjusted, strict=True):
         row.p_adjusted = float(p)
         row.significant = bool(p <= tables[0].alpha)

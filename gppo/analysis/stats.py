@@ -298,18 +298,18 @@ def separated_ranks(
     """
     idx = sorted(
         (i for i, m in enumerate(means) if m is not None),
-        key=lambda i: -means[i],  # type: ignore[operator]
+        key=lambda i: -means[i],  # type: ignore[operator]  # idx: only means not None
     )
     out: list[int | None] = [None] * len(means)
     cis = [intervals[i] for i in idx]
     if len(idx) < 2 or any(ci is None for ci in cis):
         return out
-    lows = np.minimum.accumulate([ci[0] for ci in cis])  # type: ignore[index]
-    highs = np.maximum.accumulate([ci[1] for ci in cis][::-1])[::-1]  # type: ignore[index]
+    lows = np.minimum.accumulate([ci[0] for ci in cis])  # type: ignore[index]  # no None: checked above
+    highs = np.maximum.accumulate([ci[1] for ci in cis][::-1])[::-1]  # type: ignore[index]  # as above
     cuts = [
         k
         for k in range(1, len(idx))
-        if means[idx[k - 1]] > means[idx[k]] and lows[k - 1] > highs[k]  # type: ignore[operator]
+        if means[idx[k - 1]] > means[idx[k]] and lows[k - 1] > highs[k]  # type: ignore[operator]  # idx: not None
     ]
     if not cuts:
         return out

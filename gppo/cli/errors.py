@@ -47,4 +47,4 @@ def one_line_errors(fn: F) -> F:
         except GppoError as exc:
             raise fail(exc) from None
 
-    return command  # type: ignore[return-value]
+    return command  # type: ignore[return-value]  # wraps() keeps fn's signature

@@ -135,7 +135,7 @@ class GridAxes(_Strict):
 class Objective(_Strict):
     ratio_bounds: tuple[float, float] | None = defaults.RATIO_BOUNDS
     dual_clip: DualClip = defaults.DUAL_CLIP
-    loss_agg_mode: Literal[LOSS_AGG_MODES] = defaults.LOSS_AGG_MODE  # type: ignore[valid-type]
+    loss_agg_mode: Literal[LOSS_AGG_MODES] = defaults.LOSS_AGG_MODE  # type: ignore[valid-type]  # a tuple of literals, built once
 
     @field_validator("ratio_bounds")
     @classmethod

@@ -59,7 +59,7 @@ def _baseline(name: str) -> Callable[[_F], _F]:
                     **{**DEFAULTS[name], **kw},
                 )
 
-        return wrapper  # type: ignore[return-value]
+        return wrapper  # type: ignore[return-value]  # wraps() keeps fn's signature
 
     return decorate
 

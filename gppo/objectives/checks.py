@@ -47,7 +47,7 @@ def check_ratio_bounds(ratio_bounds: object) -> tuple[float, float] | None:
         return None
     try:
         # any input is tried: a non-iterable or a wrong length raises TypeError/ValueError, caught
-        lo, hi = (float(x) for x in ratio_bounds)  # type: ignore[attr-defined]
+        lo, hi = (float(x) for x in ratio_bounds)  # type: ignore[attr-defined]  # any input, refused below
     except (TypeError, ValueError):
         raise ValueError(
             f"ratio_bounds must be {RATIO_BOUNDS_RULE}, got {ratio_bounds!r}"

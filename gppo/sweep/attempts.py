@@ -283,12 +283,12 @@ class AttemptDriver:
         if not running:
             return []
         try:
-            found = self.disp.statuses([c.current.submission_id for c in running])  # type: ignore[union-attr]
+            found = self.disp.statuses([c.current.submission_id for c in running])  # type: ignore[union-attr]  # running: current is not None
         except Exception as exc:
             if not self.head_gone():
                 self.cluster.failed(reason(exc))
                 return []
-            found = {c.current.submission_id: "STOPPED" for c in running}  # type: ignore[union-attr]
+            found = {c.current.submission_id: "STOPPED" for c in running}  # type: ignore[union-attr]  # as above
         else:
             self.cluster.answered()
         ended = []

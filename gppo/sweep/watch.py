@@ -99,7 +99,7 @@ class Watch:
         if self.head_gone():
             raise ClusterUnreachable(
                 f"{self.source}: the local Ray head this sweep started (pid "
-                f"{self.ctx.cluster.pid}) has exited, and its jobs with it; {self.left.head}"  # type: ignore[union-attr]
+                f"{self.ctx.cluster.pid}) has exited, and its jobs with it; {self.left.head}"  # type: ignore[union-attr]  # head_gone(): a local head
             )
         self.cluster.check(ClusterUnreachable, self.source, self.left.outage)
 

@@ -66,7 +66,7 @@ def cached_base_eval(
     """``({benchmark: avg@k}, reused)``: the stored result for this base and evaluation, or
     ``evaluate()`` (then stored for the next cell). ``settings``: the base's settings with the
     evaluation's fields (:class:`EvalSettings`), as the ``local`` backend's ``LocalSettings``."""
-    key = base_eval_key(base, settings, benchmarks, k)  # type: ignore[arg-type]
+    key = base_eval_key(base, settings, benchmarks, k)  # type: ignore[arg-type]  # EvalSettings fields, duck-typed
     path = cache_dir(settings) / "evals" / f"{key}.json"
     try:
         stored = json.loads(path.read_text())

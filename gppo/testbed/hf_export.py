@@ -96,7 +96,7 @@ def hf_config(cfg: PolicyConfig) -> Any:
         pad_token_id=PAD,
         scale_attn_weights=True,
         # (transformers 5 types it `dtype` and still reads this older name; config.json keeps it)
-        torch_dtype="float32",  # type: ignore[call-arg]
+        torch_dtype="float32",  # type: ignore[call-arg]  # kept in config.json (old name)
     )
     config.architectures = ["GPT2LMHeadModel"]  # verl's HFModelConfig asserts exactly one
     config.num_key_value_heads = cfg.n_heads

@@ -270,7 +270,7 @@ def load(s: TrlSettings, benchmarks: Sequence[str], k: int) -> CellParts:
             f"model_path: {model_dir} has no chat template; set chat_template: false (prompts "
             "as plain text)"
         )
-    train = read_rows(s.train_file, s, tokenizer)  # type: ignore[arg-type]
+    train = read_rows(s.train_file, s, tokenizer)  # type: ignore[arg-type]  # validated: set when not testbed
     if len(train) < s.prompts_per_step:  # TRL's sampler would then yield no batch at all
         raise BackendError(
             f"train_file: {s.train_file} has {len(train)} prompt(s) within max_prompt_length: "

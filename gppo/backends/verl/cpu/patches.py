@@ -43,7 +43,7 @@ def dedupe_process_group_backend() -> None:
         if backend == "cpu:gloo,cpu:gloo":
             backend = "cpu:gloo"
         # (verl passes backend by keyword, so *args never holds it)
-        return original_init(*args, backend=backend, **kwargs)  # type: ignore[misc]
+        return original_init(*args, backend=backend, **kwargs)  # type: ignore[misc]  # backend: keyword only here
 
     def initialize_global_process_group(timeout_second=36000):
         # verl/utils/distributed.py:62: the same string, passed straight to torch
