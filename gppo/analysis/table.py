@@ -395,7 +395,7 @@ def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) ->
         row.p_value = p
         row.no_spread = p is None and len(row.seed_avgs) > 1 and len(ref.seed_avgs) > 1
     tested = [r for r in tested if r.p_value is not None]
-    adjusted = S.adjust([r.p_value for r in tested], table.correction)  # type: ignore[misc]
+    adjusted = S.adjust([r.p_value for r in tested], table.correction)  # type: ignore[misc]  # p_value: not None
     for row, p in zip(tested, adjusted, strict=True):
         row.p_adjusted = float(p)
         row.significant = bool(p <= table.alpha)

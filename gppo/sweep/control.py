@@ -98,7 +98,7 @@ def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
             if refused:
                 if refused not in (st.last_failure or ""):
                     st.last_failure = f"{st.last_failure}: {refused}"
-                st.fix = what_to_grant(refused, plan.spec.experiment, opened[1])  # type: ignore[index]
+                st.fix = what_to_grant(refused, plan.spec.experiment, opened[1])  # type: ignore[index]  # opened: set when a run failed
         got = latest_metric(run, M.TRAIN_SCORE)
         if got:
             st.score, st.step = got
