@@ -196,6 +196,7 @@ TAG_AXES = "gppo.axes"
 #: one tag per axis value, ``gppo.axis.calibration.r_min`` = ``0.8`` (the MLflow UI's grouping)
 TAG_AXIS_PREFIX = "gppo.axis."
 TAG_RAY_JOB_ID = "gppo.ray_job_id"  # submission id of the attempt that owns the run
+TAG_RAY_ADDRESS = "gppo.ray_address"  # the Jobs API the attempt was submitted to (`logs` finds it)
 TAG_TRIAL_NUMBER = "gppo.trial_number"
 TAG_STUDY_NAME = "gppo.study_name"
 #: Set to "true" by a backend entrypoint only after its final evaluation has been logged.

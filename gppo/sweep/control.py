@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gppo import metrics as M
+from gppo.errors import ClusterUnreachable
 from gppo.grid.load import Plan
 from gppo.store.cost import spent
 from gppo.store.health import failure_line, node_refusal, what_to_grant
@@ -129,8 +130,20 @@ def cell_logs(
         yield f"cell {cell_id} has not run yet\n"
         return
     sid = run.data.tags.get(M.TAG_RAY_JOB_ID, "")
+    # as status does: --address, ray.address, RAY_ADDRESS, the sweep's live local head; then
+    # the cluster the attempt was submitted to (its run's tag)
     cluster = _cluster(plan, address)
-    if cluster is not None and _job_status(cluster.client(), sid) is not None:
+    recorded = run.data.tags.get(M.TAG_RAY_ADDRESS)
+    elsewhere = not address and recorded and (cluster is None or cluster.address != recorded)
+    if elsewhere and (cluster is None or _job_status(_client(cluster), sid) is None):
+        cluster = _cluster(plan, recorded)
+    if cluster is None and run.info.status == "RUNNING":  # its job should exist: find it
+        raise ClusterUnreachable(
+            f"{plan.source}: cell {cell_id}'s job {sid} is running on a Ray cluster this "
+            "command cannot find (no --address, no ray.address in the spec, no RAY_ADDRESS, no "
+            "live local head of this sweep, no address recorded in its run): pass --address"
+        )
+    if cluster is not None and _job_status(_client(cluster), sid) is not None:
         client = cluster.client()
         if follow:
             yield from _follow(client, sid)
@@ -141,12 +154,25 @@ def cell_logs(
     if path is not None:
         yield path.read_text(errors="replace")
         return
+    if cluster is not None and run.info.status == "RUNNING" and _client(cluster) is None:
+        raise ClusterUnreachable(
+            f"{plan.source}: the Ray cluster at {cluster.address} does not answer; cell "
+            f"{cell_id}'s job {sid} cannot be read now (pass --address if it moved)"
+        )
     failure = run.data.tags.get(M.TAG_FAILURE)
     yield (
         f"(the Ray job {sid} is gone; last lines recorded:)\n{failure}\n"
         if failure
         else f"(no logs: the Ray job {sid} is gone)\n"
     )
+
+
+def _client(cluster: Cluster) -> Any | None:
+    """The cluster's Jobs API client, or None when it does not answer."""
+    try:
+        return cluster.client()
+    except Exception:
+        return None
 
 
 def _follow(client: Any, sid: str) -> Iterator[str]:

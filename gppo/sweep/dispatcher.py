@@ -175,11 +175,12 @@ class Dispatcher:
                 attempt=attempt,
                 submission_id=sid,
                 role=role,
-                extra_tags=extra_tags,
+                extra_tags={**(extra_tags or {}), M.TAG_RAY_ADDRESS: self.cluster.address},
             )
         else:  # a backend that keeps one run across attempts
             self.tracking.client.update_run(run_id, status="RUNNING")
-            self.tracking.set_tags(run_id, {M.TAG_ATTEMPT: str(attempt), M.TAG_RAY_JOB_ID: sid})
+            tags = {M.TAG_ATTEMPT: str(attempt), M.TAG_RAY_JOB_ID: sid}
+            self.tracking.set_tags(run_id, {**tags, M.TAG_RAY_ADDRESS: self.cluster.address})
         log_metrics(self.tracking.client, run_id, resource_metrics(job.resources), step=0)
         self.tracking.set_tags(run_id, {M.TAG_COST_KEY: cost_key(cell, job.resources)})
         # Ray's job info is readable by everyone with access to the cluster (the Jobs API, the
