@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 from mlflow import MlflowClient
 
-from gppo.analysis import contrast as C
+from gppo.analysis import exploration_contrasts as C
 from gppo.grid import load_plan
 from gppo.objectives.buckets import MU_BUCKETS
 from gppo.store.records import find_sweep

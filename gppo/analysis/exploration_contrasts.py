@@ -32,7 +32,10 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from gppo import metrics as M
+from gppo.analysis.figures import EST_COLORS
 from gppo.analysis.stats import CONFIDENCE, adjust, mean_ci
+from gppo.analysis.table import EST_ORDER
+from gppo.cell import DEFAULT_EVAL_K
 from gppo.objectives.buckets import MU_BUCKETS
 from gppo.store.records import StoreClient, fetch_records, latest_attempts
 from gppo.store.tracking import metric_steps
@@ -40,7 +43,6 @@ from gppo.store.tracking import metric_steps
 #: the early-rise window: p_answer(RISE_STEP) / p_answer(0) (the probe runs at every step to 10)
 RISE_STEP = M.PROBE_DENSE_STEPS
 REFERENCE_ESTIMATOR = "mc"
-EST_ORDER = ("mc", "atomic", "binary")
 
 
 def _mean_over_benchmarks(
@@ -174,14 +176,16 @@ def mechanism(runs: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["point", "estimator"], ascending=[False, True]).reset_index(drop=True)
 
 
-def dose_response_figure(gain_table: pd.DataFrame, axis: str, bases: dict[float, float]) -> Figure:
+def dose_response_figure(
+    gain_table: pd.DataFrame, axis: str, bases: dict[float, float], k: int = DEFAULT_EVAL_K
+) -> Figure:
     """Gain over the base (points) against the base's avg@k (log axis), one line per estimator
     (colour) and divergence (line style), 95 % t CIs as error bars, the series nudged apart
     sideways so the bars do not hide each other; ``bases``: point -> the base's avg@k (percent),
-    the x position of the point, labelled with the point."""
+    the x position of the point, labelled with the point (Table 1's estimator order and
+    Figure 2's colours)."""
     fig = Figure(figsize=(7.5, 4.4))
     ax = fig.subplots()
-    colours = {"mc": "tab:blue", "atomic": "tab:orange", "binary": "tab:green"}
     styles = ["-", "--", ":", "-."]
     divs = list(dict.fromkeys(gain_table["divergence"]))
     series = [(d, e) for d in divs for e in EST_ORDER]
@@ -194,13 +198,13 @@ def dose_response_figure(gain_table: pd.DataFrame, axis: str, bases: dict[float,
         x = np.array([bases[p] for p in rows["point"]]) * nudge
         y = rows["mean"].to_numpy()
         err = np.abs(rows[["lo", "hi"]].to_numpy().T - y)
-        ax.errorbar(x, y, yerr=err, color=colours[est], ls=styles[divs.index(div) % 4],
+        ax.errorbar(x, y, yerr=err, color=EST_COLORS[est], ls=styles[divs.index(div) % 4],
                     marker="o", ms=4, capsize=3, label=f"{div}/{est}")  # fmt: skip
     ax.set_xscale("log")
     ticks = sorted(bases)
     ax.set_xticks([bases[p] for p in ticks], [f"{bases[p]:.1f}\n({p})" for p in ticks])
     ax.minorticks_off()
-    ax.set_xlabel(f"base avg@8 (%)  ({axis}), log scale")
+    ax.set_xlabel(f"base avg@{k} (%)  ({axis}), log scale")
     ax.set_ylabel("gain over the base (points)")
     ax.axhline(0, color="0.6", lw=0.8)
     ax.legend(ncol=2, fontsize="small")

@@ -1,4 +1,4 @@
-"""The exploration study's estimator contrasts (gppo/analysis/contrast.py): the stratified
+"""The exploration study's estimator contrasts (gppo/analysis/exploration_contrasts.py): the stratified
 difference is Welch's test for one stratum, the mean of the strata's differences for several, and
 the tables keep every level, estimator and divergence apart."""
 
@@ -10,7 +10,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from gppo.analysis.contrast import contrasts, gains, mechanism, stratified_difference
+from gppo.analysis.exploration_contrasts import (
+    contrasts,
+    dose_response_figure,
+    gains,
+    mechanism,
+    stratified_difference,
+)
+from gppo.analysis.figures import EST_COLORS
+from gppo.analysis.table import EST_ORDER
 from gppo.objectives.buckets import MU_BUCKETS
 
 samples = st.lists(st.floats(-50, 50, allow_nan=False), min_size=2, max_size=8).filter(
@@ -71,6 +79,21 @@ def test_contrasts_find_the_planted_effect_and_only_it() -> None:
     assert (table["p_holm"] >= table["p"]).all()
 
 
+def test_contrasts_and_their_figure_follow_table_1s_estimators() -> None:
+    """One estimator order, Table 1's (MC, Binary, Atomic), and Figure 2's colours: the contrasts
+    at a level list the estimators as Table 1's rows do, the dose-response figure draws each
+    series in its estimator's Figure 2 colour and labels the base's avg@k with the k given."""
+    runs = _runs()
+    at = contrasts(runs).query("point == 0.25")["contrast"].tolist()
+    assert at == [f"{e} - mc" for e in EST_ORDER if e != "mc"] == ["binary - mc", "atomic - mc"]
+    fig = dose_response_figure(gains(runs), "level", {0.25: 30.0, 0.01: 3.0}, k=4)
+    ax = fig.axes[0]
+    drawn = {c.get_label(): c.lines[0].get_color() for c in ax.containers}
+    assert list(drawn) == [f"{d}/{e}" for d in ("tv", "kl") for e in EST_ORDER]
+    assert all(colour == EST_COLORS[label.split("/")[1]] for label, colour in drawn.items())
+    assert ax.get_xlabel().startswith("base avg@4 (%)")
+
+
 def test_gains_and_mechanism_keep_cells_apart() -> None:
     runs = _runs()
     g = gains(runs)
@@ -79,5 +102,5 @@ def test_gains_and_mechanism_keep_cells_apart() -> None:
     assert (top > 13).all()
     m = mechanism(runs)
     assert list(m["point"]) == [0.25] * 3 + [0.01] * 3
-    assert list(m["estimator"].astype(str)) == ["mc", "atomic", "binary"] * 2
+    assert list(m["estimator"].astype(str)) == list(EST_ORDER) * 2  # Table 1's order
     assert np.allclose(m[m["estimator"] == "atomic"]["rise"], 1.5)
