@@ -19,7 +19,9 @@ wall_time_s    seconds the attempt ran (NaN if unknown)
 cpu_hours      CPU-hours of the cell's runs, every attempt (:mod:`gppo.store.cost`; NaN if
                none logged)
 gpu_hours      GPU-hours of the same
-run_id         MLflow run id ("" for CSV input or missing cells)
+run_id         MLflow run id of the run that trained it: a cell served by an identical cell's
+               run (:mod:`gppo.grid.sharing`) has that run's, so two rows with one
+               ``run_id`` show the same runs ("" for CSV input or missing cells)
 =============  =========================================================================
 
 A sweep with axes adds one column per axis, named by its dotted path (``calibration.r_min``):
