@@ -78,17 +78,23 @@ def _wall_time(run: RunRecord, now_ms: int) -> float:
     return max(0.0, ((run.end_time or now_ms) - run.start_time) / 1000.0)
 
 
-def paid_by_cell(records: Iterable[RunRecord]) -> dict[str, Hours]:
+#: the cost of a run that trained nothing (a copy of an identical cell's results)
+NOTHING_PAID = {M.COST_CPU_HOURS: 0.0, M.COST_GPU_HOURS: 0.0}
+
+
+def paid_by_cell(records: Iterable[RunRecord]) -> dict[str, Hours | None]:
     """Per cell id, the hours of every attempt's run (a failed attempt was paid for too)."""
     runs: dict[str, list[dict[str, float]]] = {}
-    for run in records:
-        runs.setdefault(run.tags.get(M.TAG_CELL_ID) or run.run_id, []).append(run.metrics)
+    for run in records:  # a copy of an identical cell's results (gppo.same_runs) cost nothing
+        paid = NOTHING_PAID if M.TAG_SAME_RUNS in run.tags else run.metrics
+        runs.setdefault(run.tags.get(M.TAG_CELL_ID) or run.run_id, []).append(paid)
     return {cid: spent(metrics) for cid, metrics in runs.items()}
 
 
 def cost_columns(hours: Hours | None) -> dict[str, float]:
-    """The tidy cost columns of one cell's runs (NaN: none logged, e.g. still running)."""
-    if hours is None or not hours.runs:
+    """The tidy cost columns of one cell's runs (NaN: none logged, e.g. still running; 0 for a
+    cell whose results are an identical cell's runs)."""
+    if hours is None:
         return {CPU_HOURS: math.nan, GPU_HOURS: math.nan}
     return {CPU_HOURS: hours.cpu, GPU_HOURS: hours.gpu}
 
@@ -138,7 +144,7 @@ def _tidy(
     reference: str,
     expected: Sequence[Cell] | None,
     *,
-    paid: dict[str, Hours] | None = None,
+    paid: dict[str, Hours | None] | None = None,
 ) -> tuple[pd.DataFrame, list[dict[str, object]], int | None]:
     k = _pick_k(chosen.values(), k)
     paid = paid or {}

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from gppo.analysis.tidy import CPU_HOURS, GPU_HOURS, axis_columns
+from gppo.analysis.tidy import BASE, CPU_HOURS, GPU_HOURS, axis_columns
 from gppo.store.cost import Hours, Price, fmt_hours, hours_text, money_text
 
 
@@ -80,7 +80,7 @@ def table_cost(tidy: pd.DataFrame, price: Price | None = None) -> TableCost | No
     """The cost column of the table built from ``tidy`` (None: no row has a cost)."""
     if CPU_HOURS not in tidy or GPU_HOURS not in tidy:
         return None
-    costed = tidy[tidy[CPU_HOURS].notna()]
+    costed = tidy[tidy[CPU_HOURS].notna() & (tidy["cell"] != BASE)]  # the base model: no run
     if costed.empty:
         return None
     axes = axis_columns(tidy)

@@ -55,6 +55,19 @@ class Job:
         return shlex.join(self.argv)
 
 
+#: :meth:`Backend.stall_timeout_s`'s limits (seconds without a new logged training step): a cell
+#: of testbed size, and one of a real model (verl; TRL with a model of your own), which between
+#: two steps may evaluate whole benchmarks, save a checkpoint or start vLLM
+STALL_TESTBED_S = 600.0
+STALL_REAL_MODEL_S = 3600.0
+
+
+def thread_env(num_threads: int) -> dict[str, str]:
+    """The environment that gives a CPU cell ``num_threads`` OpenMP/MKL threads (torch reads it
+    when it is imported)."""
+    return {"OMP_NUM_THREADS": str(num_threads), "MKL_NUM_THREADS": str(num_threads)}
+
+
 #: a backend's settings model (``Backend[VerlSettings]``: its hooks are typed with it)
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
 

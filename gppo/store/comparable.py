@@ -57,11 +57,13 @@ class Spent:
 
 def sweep_spent(uri: str, sweep_id: str, experiment_id: str | None = None) -> Spent:
     """The hours of every run of the sweep (all attempts; a run that copies another's results,
-    tag ``gppo.same_runs``, cost nothing) and the cell ids that have a run."""
+    tag ``gppo.same_runs``, cost nothing) and the cell ids that have a run of their own."""
     client = MlflowClient(tracking_uri=uri)
     records = fetch_records(client, sweep_id, experiment_id=experiment_id)
     total, cells = Hours(), set()
     for run in records:
+        if M.TAG_SAME_RUNS in run.tags:  # a copy of its source's results: no run of its own
+            continue
         cells.add(run.tags.get(M.TAG_CELL_ID) or run.run_id)
         hours = run_hours(run.metrics)
         if hours is not None:

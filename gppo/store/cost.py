@@ -144,14 +144,15 @@ def run_hours(metrics: Mapping[str, float]) -> Hours | None:
     )
 
 
-def spent(metric_sets: Iterable[Mapping[str, float]]) -> Hours:
-    """The hours of every run given (their latest metric values), each counted once."""
-    total = Hours()
+def spent(metric_sets: Iterable[Mapping[str, float]]) -> Hours | None:
+    """The hours of every run given (their latest metric values), each counted once; None when
+    none of them logged a cost (still running, or from before cost was logged)."""
+    total, logged = Hours(), False
     for metrics in metric_sets:
         got = run_hours(metrics)
         if got is not None:
-            total += got
-    return total
+            total, logged = total + got, True
+    return total if logged else None
 
 
 def fmt_hours(value: float) -> str:

@@ -105,8 +105,9 @@ def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
             st.score, st.step = got
         ev = latest_metric(run, M.eval_domain_metric(k))
         st.eval_score = ev[0] if ev else None
-        paid = spent(r.data.metrics for r in runs)
-        if paid.runs:
+        own = [r for r in runs if M.TAG_SAME_RUNS not in r.data.tags]  # copies cost nothing
+        paid = spent(r.data.metrics for r in own) if own else None
+        if paid is not None:
             st.cpu_hours, st.gpu_hours = paid.cpu, paid.gpu
         out.append(st)
     return out

@@ -13,6 +13,7 @@ import torch
 from gppo.cell import DEFAULT_EVAL_K
 from gppo.testbed.policy import Policy
 from gppo.testbed.rollout import completed, sample
+from gppo.testbed.settings import EVAL_TEMPERATURE
 from gppo.testbed.tasks import Domain, Problem
 
 
@@ -22,7 +23,7 @@ def avg_at_k(
     sets: Mapping[str, Sequence[Problem]],
     k: int = DEFAULT_EVAL_K,
     seed: int = 1234,
-    temperature: float = 1.0,
+    temperature: float = EVAL_TEMPERATURE,
     chunk: int = 1024,
 ) -> dict[str, float]:
     """``{name: avg@k}`` of each named prompt set (one sampling pass per chunk of prompts;
@@ -52,7 +53,7 @@ def evaluate(
     k: int = DEFAULT_EVAL_K,
     seed: int = 1234,
     max_prompts: int | None = None,
-    temperature: float = 1.0,
+    temperature: float = EVAL_TEMPERATURE,
     chunk: int = 1024,
 ) -> dict[str, float]:
     """``{benchmark: avg@k}`` on the held-out benchmark prompts (the first ``max_prompts``)."""

@@ -41,10 +41,14 @@ class RLDefaults:
     temperature: float = 1.0
     #: the evaluation's sampling seed (avg@k): a base scores its shipped record with it
     eval_seed: int = 1234
+    #: torch's (OpenMP's) threads in a CPU cell: one, the reduction order the shipped numbers have
+    num_threads: int = 1
 
 
 #: the testbed's RL defaults, read by every section that trains on the testbed
 RL = RLDefaults()
+#: avg@k's sampling temperature: the testbed's evaluator, and TRL's and verl's ``val_temperature``
+EVAL_TEMPERATURE = 1.0
 
 
 class BaseModelSettings(BaseModel):

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from gppo.testbed.settings import EVAL_TEMPERATURE
+
 
 def score_model_dir(
     model_dir: str | Path,
@@ -24,7 +26,7 @@ def score_model_dir(
     benchmarks: Sequence[str],
     k: int,
     seed: int,
-    temperature: float = 1.0,
+    temperature: float = EVAL_TEMPERATURE,
 ) -> dict[str, float]:
     """``{benchmark: avg@k}`` of a GPT-2 directory, by the testbed's own evaluator at
     ``temperature`` (one thread, as a testbed cell: the same float reduction order, so the base

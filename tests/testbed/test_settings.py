@@ -3,6 +3,7 @@ defaults and its base-model settings from :mod:`gppo.testbed.settings`, so the s
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import fields
 
 import pytest
@@ -11,7 +12,7 @@ from pydantic import ValidationError
 from gppo.backends.local.settings import LocalSettings
 from gppo.backends.trl.settings import TrlSettings
 from gppo.backends.verl.settings import VerlSettings
-from gppo.testbed.settings import RL, BaseModelSettings, base_settings
+from gppo.testbed.settings import EVAL_TEMPERATURE, RL, BaseModelSettings, base_settings
 from gppo.testbed.warmstart import warmstart_hash
 
 
@@ -23,6 +24,23 @@ def test_local_and_trl_default_to_the_testbeds_rl_settings(name):
 
 def test_verl_scores_a_testbed_cell_with_the_testbeds_seed():
     assert VerlSettings.model_fields["eval_seed"].default == RL.eval_seed
+
+
+def test_every_evaluator_samples_at_the_testbeds_temperature():
+    """avg@k's temperature has one home: the testbed's evaluator, its yardstick for exported
+    models, and TRL's and verl's ``val_temperature`` default to it."""
+    from gppo.testbed.evaluate import avg_at_k, evaluate
+    from gppo.testbed.yardstick import score_model_dir
+
+    defaults = {
+        inspect.signature(f).parameters["temperature"].default
+        for f in (avg_at_k, evaluate, score_model_dir)
+    }
+    defaults |= {
+        TrlSettings().val_temperature,
+        VerlSettings.model_fields["val_temperature"].default,
+    }
+    assert defaults == {EVAL_TEMPERATURE}
 
 
 def test_local_settings_are_the_base_model_settings_and_more():

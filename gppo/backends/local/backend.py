@@ -9,16 +9,17 @@ from collections.abc import Callable, Iterator
 
 from pydantic import BaseModel
 
-from gppo.backends.base import Backend, Job, register_backend
+from gppo.backends.base import STALL_TESTBED_S, Backend, Job, register_backend, thread_env
 from gppo.backends.checkresult import StepTiming
 from gppo.backends.local.settings import LocalSettings
 from gppo.cell import Cell
 from gppo.testbed import cpu_kernels
+from gppo.testbed.settings import RL
 
 #: every cell's environment: one OpenMP thread unless the cell sets ``num_threads`` (torch reads
 #: these when it is imported; the fork server is started with them too), and the pinned kernels
 #: unless the cell's ``cpu_kernels`` is natural (:mod:`gppo.testbed.cpu_kernels`)
-JOB_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+JOB_ENV = thread_env(RL.num_threads)
 #: the fork server's start environment: it imports torch once for the launch's cells, pinned; a
 #: cell of the natural mode is not handed to it (it starts its own process)
 SERVER_ENV = {**JOB_ENV, **cpu_kernels.PINNED_ENV}
@@ -47,7 +48,7 @@ class LocalBackend(Backend):
         (``warmstart_steps`` at about 0.3 s a step on one slow core: the shipped base takes
         none, a self-built one up to ``warmstart_steps`` with its restarts)."""
         s = LocalSettings.model_validate(settings)
-        return 600.0 + (0.3 * s.warmstart_steps if first_step else 0.0)
+        return STALL_TESTBED_S + (0.3 * s.warmstart_steps if first_step else 0.0)
 
     def step_timing(self, cell: Cell) -> StepTiming | None:
         """A few seconds of the cell's training, evaluation and probe timed here, kept per

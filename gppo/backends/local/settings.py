@@ -34,5 +34,5 @@ class LocalSettings(BaseModelSettings):
     eval_seed: int = RL.eval_seed
     eval_prompts: int | None = Field(None, ge=1, description="cap per benchmark (None: all 64)")
     # runtime
-    num_threads: int = Field(1, ge=1)
+    num_threads: int = Field(RL.num_threads, ge=1)
     cpu_kernels: ck.Mode = Field(ck.DEFAULT, description=ck.DESCRIPTION)

@@ -9,13 +9,21 @@ import sys
 
 from pydantic import BaseModel
 
-from gppo.backends.base import Backend, Job, register_backend
+from gppo.backends.base import (
+    STALL_REAL_MODEL_S,
+    STALL_TESTBED_S,
+    Backend,
+    Job,
+    register_backend,
+    thread_env,
+)
 from gppo.backends.trl.settings import TrlSettings
 from gppo.cell import Cell
 from gppo.testbed import cpu_kernels
+from gppo.testbed.settings import RL
 
 #: one OpenMP thread per cell unless it sets ``num_threads`` (torch reads these at import)
-JOB_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+JOB_ENV = {**thread_env(RL.num_threads), "TOKENIZERS_PARALLELISM": "false"}
 
 
 @register_backend
@@ -52,8 +60,8 @@ class TrlBackend(Backend[TrlSettings]):
         steps it may evaluate whole benchmarks, save a checkpoint, or retrain, unlogged, the
         steps a resumed attempt repeats since its checkpoint)."""
         if not TrlSettings.model_validate(settings).testbed:
-            return 3600.0
-        return 900.0 if first_step else 600.0
+            return STALL_REAL_MODEL_S
+        return 1.5 * STALL_TESTBED_S if first_step else STALL_TESTBED_S
 
     def preflight(self, plan, spec_path, say, *, train_step=False):
         """Each cell's loss built and run forward and backward on a synthetic batch, in TRL's
@@ -81,7 +89,7 @@ class TrlBackend(Backend[TrlSettings]):
         s = self.settings_of(cell)
         env = dict(JOB_ENV)
         if s.num_threads > 1:
-            env.update(OMP_NUM_THREADS=str(s.num_threads), MKL_NUM_THREADS=str(s.num_threads))
+            env.update(thread_env(s.num_threads))
         if not s.num_gpus:  # a CPU cell: its kernels (docs/reproducibility.md)
             env.update(cpu_kernels.job_env(s.cpu_kernels))
         resources = cell.resources

@@ -30,7 +30,13 @@ from typing import Literal
 from pydantic import ConfigDict, Field, model_validator
 
 from gppo.testbed import cpu_kernels as ck
-from gppo.testbed.settings import RL, BaseModelSettings, ChoosesABase, base_settings
+from gppo.testbed.settings import (
+    EVAL_TEMPERATURE,
+    RL,
+    BaseModelSettings,
+    ChoosesABase,
+    base_settings,
+)
 
 #: ``max_new_tokens`` of a ``testbed: false`` cell that sets none.
 DEFAULT_MAX_NEW_TOKENS = 1024
@@ -83,7 +89,7 @@ class TrlSettings(ChoosesABase):
     temperature: float = Field(RL.temperature, gt=0)
     #: the evaluation's sampling temperature (avg@k, both routes), as verl's ``val_temperature``
     #: (same name, same default: a section moves between ``verl:`` and ``trl:``)
-    val_temperature: float = Field(1.0, gt=0)
+    val_temperature: float = Field(EVAL_TEMPERATURE, gt=0)
     max_new_tokens: int | None = Field(
         None, ge=1, description="None: the testbed domain's budget, or 1024 for testbed: false"
     )
@@ -100,7 +106,7 @@ class TrlSettings(ChoosesABase):
     num_processes: int = Field(
         1, ge=1, description="num_gpus: 0: data-parallel CPU processes (gloo); else num_gpus"
     )
-    num_threads: int = Field(1, ge=1, description="torch threads of the cell (CPU)")
+    num_threads: int = Field(RL.num_threads, ge=1, description="torch threads of the cell (CPU)")
     cpu_kernels: ck.Mode = Field(ck.DEFAULT, description=ck.DESCRIPTION)
     eval_seed: int = Field(RL.eval_seed, description="the evaluation's sampling seed (avg@k)")
     save_every: int = Field(10, ge=1, description="steps between checkpoints (resume)")

@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib.util
 from typing import ClassVar
 
-from gppo.backends.base import Backend, Job, register_backend
+from gppo.backends.base import STALL_REAL_MODEL_S, Backend, Job, register_backend
 from gppo.backends.rldata import default_benchmarks
 from gppo.backends.verl.overrides import cell_checkpoint_dir, cell_overrides
 from gppo.backends.verl.settings import VerlSettings
@@ -86,7 +86,7 @@ class VerlBackend(Backend[VerlSettings]):
     def stall_timeout_s(self, settings: VerlSettings, *, first_step: bool = False) -> float | None:
         """An hour: between two logged steps verl may load the model, start vLLM, run a
         validation pass (every ``eval_every`` steps) and save a checkpoint (``save_every``)."""
-        return 3600.0
+        return STALL_REAL_MODEL_S
 
     def local_head_resources(self, settings: VerlSettings) -> Resources | None:
         """A CPU cell: the CPU mode's (:meth:`gppo.backends.verl.cpu.CpuMode.local_head`: Ray

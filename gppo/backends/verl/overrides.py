@@ -178,7 +178,7 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         f"{ACTOR}.use_kl_loss": False,
         f"{ACTOR}.entropy_coeff": 0,
         f"{ACTOR}.loss_agg_mode": defaults.LOSS_AGG_MODE,
-        f"{ACTOR}.clip_ratio_c": 10.0,
+        f"{ACTOR}.clip_ratio_c": defaults.DUAL_CLIP,  # verl's own losses' dual clip: ours
         f"{ACTOR}.data_loader_seed": cell.seed,
         f"{ACTOR}.checkpoint.save_contents": [
             "model",

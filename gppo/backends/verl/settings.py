@@ -18,7 +18,7 @@ from pydantic import ConfigDict, Field, model_validator
 from gppo.backends.verl.smoke import SMOKE_SOURCE, SmokeAssets, assets_root
 from gppo.testbed import cpu_kernels as ck
 from gppo.testbed.hf_assets import TestbedAssets
-from gppo.testbed.settings import RL, ChoosesABase
+from gppo.testbed.settings import EVAL_TEMPERATURE, RL, ChoosesABase
 
 
 class VerlSettings(ChoosesABase):
@@ -100,7 +100,7 @@ class VerlSettings(ChoosesABase):
     weight_decay: float = Field(0.01, ge=0.0)
     grad_clip: float = Field(1.0, gt=0.0)
     temperature: float = Field(1.0, gt=0.0)
-    val_temperature: float = Field(1.0, gt=0.0)
+    val_temperature: float = Field(EVAL_TEMPERATURE, gt=0.0)
     val_top_p: float = Field(1.0, gt=0.0, le=1.0)
     #: Evaluate every N steps (verl's trainer.test_freq); the final step is always evaluated and
     #: step 0 (the base model) too.
