@@ -110,14 +110,19 @@ def avg_at(k: int) -> str:
     return f"avg_at_{k}"
 
 
+#: every evaluation's metrics begin with this; the base's step-0 copies with EVAL_BASE_PREFIX
+EVAL_PREFIX = "eval/"
+EVAL_BASE_PREFIX = "eval_base/"
+
+
 def eval_metric(benchmark: str, k: int) -> str:
     """avg@k on one benchmark, e.g. ``eval/add3/avg_at_8``."""
-    return f"eval/{benchmark}/{avg_at(k)}"
+    return f"{EVAL_PREFIX}{benchmark}/{avg_at(k)}"
 
 
 def eval_domain_metric(k: int) -> str:
     """Mean avg@k over the domain's benchmarks, e.g. ``eval/avg_at_8``."""
-    return f"eval/{avg_at(k)}"
+    return f"{EVAL_PREFIX}{avg_at(k)}"
 
 
 def parse_eval_metric(name: str) -> tuple[str, int] | None:
@@ -139,14 +144,14 @@ def eval_base_metric(benchmark: str, k: int) -> str:
     Every backend logs it at step 0 (:meth:`gppo.backends.cell_run.CellRun.log_evaluation`); a
     run without it contributes no base score (the report shows the base row as missing).
     """
-    return f"eval_base/{benchmark}/{avg_at(k)}"
+    return f"{EVAL_BASE_PREFIX}{benchmark}/{avg_at(k)}"
 
 
 def parse_eval_base_metric(name: str) -> tuple[str, int] | None:
     """Inverse of :func:`eval_base_metric`: ``(benchmark, k)``, or ``None`` for any other name."""
-    if not name.startswith("eval_base/"):
+    if not name.startswith(EVAL_BASE_PREFIX):
         return None
-    return parse_eval_metric("eval/" + name.removeprefix("eval_base/"))
+    return parse_eval_metric(EVAL_PREFIX + name.removeprefix(EVAL_BASE_PREFIX))
 
 
 #: the held-out selection score (a split disjoint from the benchmarks, never reported):
@@ -157,6 +162,10 @@ SELECT_PREFIX = "select/"
 def select_metric(k: int, benchmark: str | None = None) -> str:
     """``select/avg_at_8`` (the mean), or ``select/add3/avg_at_8`` for one benchmark's family."""
     return f"{SELECT_PREFIX}{benchmark}/{avg_at(k)}" if benchmark else f"{SELECT_PREFIX}{avg_at(k)}"
+
+
+#: verl's own step counter as its MLflow adapter logs it (a resumed verl run's last step)
+VERL_GLOBAL_STEP = "training/global_step"
 
 
 def verl_val_metric(benchmark: str, k: int) -> str:

@@ -202,10 +202,14 @@ class LocalHead(_Strict):
     num_gpus: int | None = Field(None, ge=0)
 
 
+#: cells (or trials) running at once when the spec's ``ray.max_concurrent`` is not given
+MAX_CONCURRENT = 2
+
+
 class RaySpec(_Strict):
     address: str | None = None
     local_head: LocalHead = Field(default_factory=LocalHead)
-    max_concurrent: int = Field(2, ge=1, le=10_000)
+    max_concurrent: int = Field(MAX_CONCURRENT, ge=1, le=10_000)
     resources: ResourceSpec = Field(default_factory=ResourceSpec)
     #: seconds without an answer from the cluster (every job status poll failing) after which the
     #: launcher gives up with :class:`gppo.errors.ClusterUnreachable`; long enough to ride out a

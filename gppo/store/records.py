@@ -76,7 +76,9 @@ class RunRecord:
 
 
 def _wanted(key: str) -> bool:
-    return key.startswith(("eval/", "eval_base/", M.SELECT_PREFIX)) or key in EXTRA_METRICS
+    return (
+        key.startswith((M.EVAL_PREFIX, M.EVAL_BASE_PREFIX, M.SELECT_PREFIX)) or key in EXTRA_METRICS
+    )
 
 
 @contextmanager
@@ -251,8 +253,8 @@ def records_from_sql(
     ).where(
         latest_t.c.run_uuid.in_(ids),
         or_(
-            latest_t.c.key.like("eval/%"),
-            latest_t.c.key.like("eval_base/%"),
+            latest_t.c.key.like(M.EVAL_PREFIX + "%"),
+            latest_t.c.key.like(M.EVAL_BASE_PREFIX + "%"),
             latest_t.c.key.like(M.SELECT_PREFIX + "%"),
             latest_t.c.key.in_(EXTRA_METRICS),
         ),

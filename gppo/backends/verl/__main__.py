@@ -171,7 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if run is not None and args.checkpoint_dir:
         from gppo.backends.verl.resume import align_checkpoints
 
-        note = align_checkpoints(args.checkpoint_dir, run.last_step("training/global_step"))
+        note = align_checkpoints(args.checkpoint_dir, run.last_step(metrics.VERL_GLOBAL_STEP))
         if note:
             print(f"[gppo] {note}", file=sys.stderr, flush=True)
     if mirror is not None:

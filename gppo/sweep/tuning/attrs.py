@@ -13,15 +13,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from gppo import metrics as M
 from gppo.sweep.owner import Owner, alive
 
-CELL_ID = "gppo.cell_id"
+CELL_ID = M.TAG_CELL_ID  # the same name as the cell run's tag
 RUN_ID = "gppo.run_id"
 JOB_ID = "gppo.job_id"
 RAY_ADDRESS = "gppo.ray_address"
 OWNER = "gppo.owner"
 HEARTBEAT = "gppo.heartbeat"
-FAILURE = "gppo.failure"
+FAILURE = M.TAG_FAILURE  # as the attempt run's tag
 CONFIG = "gppo.config"
 
 __all__ = ["Owner", "owner_alive"]

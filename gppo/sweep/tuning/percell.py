@@ -19,6 +19,7 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from gppo.cell import cell_id
+from gppo.sweep.tuning.attrs import CONFIG
 from gppo.sweep.tuning.spec import ALPHA_FAMILY, Range, TuneSpec
 
 DEFAULT_ATTR = "gppo.default"
@@ -120,7 +121,7 @@ def cell_summary(studies: list[tuple[TuneSpec, optuna.Study]]) -> list[dict[str,
                 "default": default.value if default else None,
                 "best": best.value if best else None,
                 "gain": (_value(best) - _value(default)) if best and default else None,
-                "best_config": best.user_attrs.get("gppo.config", "") if best else "",
+                "best_config": best.user_attrs.get(CONFIG, "") if best else "",
             }
         )
     return rows

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from gppo.sweep.progress import LiveLines
 from gppo.sweep.progress_log import fmt_duration
+from gppo.sweep.tuning.attrs import CONFIG
 
 #: the :class:`gppo.sweep.tuning.runner.Tuner` being shown or recovered (not imported: the runner
 #: imports this module)
@@ -55,7 +56,7 @@ class Progress:
         )
         best_line = Text(
             f"best so far: {best.value:.4f} (trial {best.number}: "
-            f"{best.user_attrs.get('gppo.config', best.params)})"
+            f"{best.user_attrs.get(CONFIG, best.params)})"
             if best is not None
             else "best so far: -"
         )

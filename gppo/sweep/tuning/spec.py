@@ -49,10 +49,12 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails
 
+from gppo import metrics as M
 from gppo.errors import SpecError, TuneSpecError
 from gppo.grid import registries
 from gppo.grid.errors import from_validation_error
 from gppo.grid.load import load_spec
+from gppo.grid.schema import MAX_CONCURRENT
 
 #: Grid-spec keys a tuning spec may not set: the design space lives in ``tune.space``.
 FORBIDDEN_BASE_KEYS = ("grid", "baselines", "baseline_params")
@@ -219,7 +221,7 @@ class ObjectiveSpec(_Strict):
 class IntermediateSpec(_Strict):
     """Training-time values reported to Optuna for pruning (MLflow step = Optuna step)."""
 
-    metric: str = "train/score"
+    metric: str = M.TRAIN_SCORE
 
 
 class TuneSection(_Strict):
@@ -267,7 +269,7 @@ class TuneSpec(_Strict):
     def n_parallel(self) -> int:
         if self.tune.n_parallel is not None:
             return self.tune.n_parallel
-        return int((self.base.get("ray") or {}).get("max_concurrent", 2))
+        return int((self.base.get("ray") or {}).get("max_concurrent", MAX_CONCURRENT))
 
 
 class _Filtered:
