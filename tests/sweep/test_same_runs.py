@@ -107,3 +107,42 @@ def test_an_interrupted_shared_run_is_retried_once_for_the_group(tmp_path, ray_c
     finished = [r for r in runs["tv-mc-s0"] if r.info.status == "FINISHED"]
     (follower,) = runs["chi2-mc-s0"]
     assert follower.data.tags[M.TAG_SAME_RUNS] == finished[0].info.run_id
+
+
+def test_testbed_sweep_trains_tv_mc_once_for_chi2_mc(tmp_path):
+    """The quick start's pair on the real testbed (``gppo-sweep launch``, its own local Ray head,
+    a tiny budget): one trained run serves both rows, and chi2/mc trained on its own ends at the
+    same numbers to the last digit (the criterion holds on a real training run)."""
+    import pandas as pd
+    import yaml
+    from helpers import gppo_cli
+
+    from gppo.backends.local.__main__ import run_cell
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    spec = {
+        "name": "same-testbed",
+        "backend": "local",
+        "local": {"domain": "math", "steps": 2, "prompts_per_step": 8, "eval_prompts": 8},
+        "grid": {"divergences": ["tv", "chi2"], "estimators": ["mc"]},
+        "seeds": 1,
+        "tracking": {"uri": uri},
+        "ray": {"max_concurrent": 2, "resources": {"num_cpus": 1, "num_gpus": 0}},
+        "retries": {"max": 1, "backoff_s": 0.5},
+    }
+    path = tmp_path / "grid.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    assert "2 cells, 1 run" in gppo_cli(["plan", str(path)], tmp_path)
+    out = gppo_cli(["launch", str(path)], tmp_path)
+    assert "shared      chi2-mc-s0  same runs as tv-mc-s0" in out
+    runs = _cell_runs(tmp_path)
+    (lead,), (follower,) = runs["tv-mc-s0"], runs["chi2-mc-s0"]
+    assert follower.data.tags[M.TAG_SAME_RUNS] == lead.info.run_id
+    (folder,) = list((tmp_path / "reports").iterdir())
+    table = pd.read_csv(folder / "table1.csv").set_index("cell")
+    assert {"tv/mc", "chi2/mc"} <= set(table.index)
+    assert table.loc["chi2/mc", "avg"] == table.loc["tv/mc", "avg"]
+
+    chi2 = next(c for c in load_plan(path).cells if c.id == "chi2-mc-s0")
+    alone = run_cell(chi2, None, verbose=False)["evals"]["2"]
+    assert alone and all(lead.data.metrics[k] == v for k, v in alone.items())
