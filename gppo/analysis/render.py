@@ -379,8 +379,9 @@ def to_csv(table: Table1) -> str:
             rec["significant"] = "true" if row.significant else "false"
             rec["n_seeds"] = str(row.n_seeds)
             rec["note"] = ";".join(f"{r}:{'/'.join(map(str, s))}" for r, s in row.reasons.items())
-            if table.cost:
-                rec.update(_cost_fields(table.cost, table.cost.rows.get((block.domain, row.cell))))
+            paid = table.cost.rows.get((block.domain, row.cell)) if table.cost else None
+            if table.cost and paid is not None:  # a row without runs (the base model): empty
+                rec.update(_cost_fields(table.cost, paid))
             records.append(rec)
     if table.cost:
         records.append({"cell": COST_TOTAL, **_cost_fields(table.cost, None)})

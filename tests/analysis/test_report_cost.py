@@ -68,6 +68,8 @@ def test_table1_csv_has_the_cost_columns_and_a_total_row_in_money_with_a_price()
     assert table.loc["total", "cpu_hours"] == pytest.approx(0.08)
     assert table.loc["total", "cost"] == pytest.approx(0.04)
     assert table.loc["total", "currency"] == "EUR"
+    assert pd.isna(table.loc["base", "cpu_hours"])  # the base model: no run of this table
+    assert table.drop(index="total")["cpu_hours"].sum() == pytest.approx(0.08 + 0.02)  # chi2/mc
 
 
 def test_a_tidy_csv_carries_the_cost_into_report_from_csv(tmp_path):
