@@ -42,6 +42,7 @@ import pandas as pd
 
 from gppo.cell import Cell
 from gppo.errors import ReportError
+from gppo.objectives.defaults import grid_label
 from gppo.registry import LazyMapping, LazyTuple
 from gppo.store.state import State
 
@@ -132,7 +133,7 @@ def cell_label(method: str, divergence: str | None = None, estimator: str | None
     if method == "gppo":
         if not divergence or not estimator:
             raise ValueError("a gppo cell needs a divergence and an estimator")
-        return f"{divergence}/{estimator}"
+        return grid_label(divergence, estimator)
     return ALIAS_CELLS.get(method, method)
 
 

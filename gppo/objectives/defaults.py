@@ -8,7 +8,9 @@ config all read them. Plain data, no torch.
 * ``LOSS_AGG_MODE``: how a loss aggregates its token matrix when a spec does not say
   (``token-mean``: docs/conventions.md);
 * ``REFERENCE``: the cell Table 1's relative change is measured against, ``tv/mc`` (GRPO's cell,
-  PPO's clip): the grid spec's ``reference`` and the report's default.
+  PPO's clip): the grid spec's ``reference`` and the report's default;
+* :func:`grid_label`: a grid cell's label, ``DIVERGENCE/ESTIMATOR`` (Table 1's row id, an alias's
+  cell, a tuning trial's cell).
 
 (The last two are our reading of the paper's "dual clipping ... with lower and upper bounds of 0.5
 and 10": docs/library.md, "The reading of the paper's dual clip".)
@@ -21,3 +23,8 @@ RATIO_BOUNDS: tuple[float, float] = (0.5, 10.0)
 DUAL_CLIP: float = 10.0
 REFERENCE: str = "tv/mc"
 LOSS_AGG_MODE: str = "token-mean"
+
+
+def grid_label(divergence: str, estimator: str) -> str:
+    """A grid cell's label: ``tv/mc`` for TV with the single-sample MC estimator."""
+    return f"{divergence}/{estimator}"

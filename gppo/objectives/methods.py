@@ -149,7 +149,7 @@ def alias_cells() -> dict[str, str]:
     out = {}
     for name in METHODS.names(ALIAS):
         m = METHODS.get(name)
-        out[name] = f"{m.divergence}/{m.estimator}"
+        out[name] = defaults.grid_label(m.divergence, m.estimator)
     return out
 
 

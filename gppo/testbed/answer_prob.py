@@ -21,12 +21,10 @@ from collections.abc import Sequence
 
 import torch
 
+from gppo.objectives.buckets import RARE_MU  # the first two μ buckets: mu_lt_0.01, mu_0.01_0.1
 from gppo.testbed.policy import Policy, response_log_probs
 from gppo.testbed.tasks import Domain, Problem
 from gppo.testbed.vocab import EOS, PAD, encode, left_pad
-
-#: a token is rare under the policy below this probability (μ buckets mu_lt_0.01 + mu_lt_0.1)
-RARE_MU = 0.1
 
 
 def _right_pad(rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -26,6 +26,7 @@ from gppo.grid.axes import check_path, put, spec_path
 from gppo.grid.errors import from_validation_error
 from gppo.grid.load import SETTINGS, backend_of, spec_from_yaml, spec_to_yaml
 from gppo.grid.schema import GridSpec
+from gppo.objectives.defaults import grid_label
 from gppo.sweep.tuning.spec import ALPHA_FAMILY, RadiusRange, Range, Space, TuneSpec
 
 
@@ -43,7 +44,7 @@ class TrialConfig:
 
     @property
     def label(self) -> str:
-        parts = [f"{self.divergence}/{self.estimator}"]
+        parts = [grid_label(self.divergence, self.estimator)]
         if self.radius_param:
             parts.append(f"{self.radius_param}={self.radius:.4g}")
         if self.lr_key:
@@ -137,7 +138,7 @@ def _grid_spec(spec: TuneSpec, cfg: TrialConfig, *, seeds: Any, name: str) -> Gr
     fields.update(
         grid={"divergences": [divergence], "estimators": [cfg.estimator]},
         baselines=[],
-        reference=f"{divergence}/{cfg.estimator}",
+        reference=grid_label(divergence, cfg.estimator),
         seeds=seeds,
         settings=settings,
         overrides={k: v for k, v in base.overrides.items() if mine(k)},
