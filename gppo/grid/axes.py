@@ -7,7 +7,7 @@ validated by the same models as a plain value there) is used by the grid expansi
 
 Paths that vary (:data:`VARYING`): ``calibration.r_min``, ``calibration.delta.<divergence or
 cell>``, ``objective.ratio_bounds|dual_clip|loss_agg_mode``, ``eval.k`` and every field of the
-backend's own section (``local.lr``, ``verl.rollout_n``, ``trl.<field>``, nested with dots).
+backend's own section (``local.lr``, ``verl.group_size``, ``trl.<field>``, nested with dots).
 What identifies or runs the sweep (:data:`FIXED`: ``name``, ``backend``, ``tracking.*``,
 ``ray.*``, ``grid.*``, ``seeds``, ...) cannot vary within it and is refused.
 
@@ -30,7 +30,8 @@ from gppo.grid.schema import GridSpec
 
 #: the most runs (cells x axis points x seeds) one spec may expand to
 MAX_RUNS = 10_000
-#: spec sections whose fields an axis may vary, with the fields allowed (None: every field)
+#: spec sections whose fields an axis may vary, with the fields allowed (the backend's own
+#: section, not listed: every field)
 VARYING: dict[str, tuple[str, ...]] = {
     "calibration": ("r_min", "delta"),
     "objective": ("ratio_bounds", "dual_clip", "loss_agg_mode"),
@@ -55,11 +56,15 @@ FIXED = (
 )
 
 
+#: the fields of VARYING whose value is keyed one level further down (per divergence or cell)
+KEYED = {"calibration.delta": "<divergence or cell>"}
+
+
 def allowed_text(backend: str) -> str:
-    """What an axis may name, for error lines."""
-    return (
-        "calibration.r_min, calibration.delta.<divergence or cell>, objective.ratio_bounds, "
-        f"objective.dual_clip, objective.loss_agg_mode, eval.k, {backend}.<field>"
+    """What an axis may name (:data:`VARYING`, then the backend's fields), for error lines."""
+    paths = [f"{section}.{f}" for section, fields in VARYING.items() for f in fields]
+    return ", ".join(
+        [*(f"{p}.{KEYED[p]}" if p in KEYED else p for p in paths), f"{backend}.<field>"]
     )
 
 
