@@ -68,6 +68,7 @@ DESIGNS = {
     "2-6, +1": Design(2, 6, 1),
     "2-10, +2": Design(2, 10, 2),
     "2-8, +1, Bonferroni": Design(2, 8, 1, correction="bonferroni"),
+    "2-8, +1, O'Brien-Fleming 5%": Design(2, 8, 1, futility=0.05, spending="obf"),
 }
 
 
@@ -165,7 +166,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     start = time.perf_counter()
     result: dict = {"aa": aa(args.sweeps, args.seed)}
-    print("(a) A/A: every cell the same distribution, alpha = 0.05, Holm unless named\n")
+    print(
+        "(a) A/A: every cell the same distribution, alpha = 0.05; Holm, alpha t^4 spending and "
+        "3% futility unless named\n"
+    )
     print(tabulate(result["aa"], headers="keys", tablefmt="github"))
     noises = {
         "normal, sd 2": normal_noise(SEED_SD),
@@ -173,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     for tname, table in (("quick start Table 1", QUICKSTART), ("clearer effects", CLEARER)):
         for nname, noise in noises.items():
-            for dname in ("2-8, +1", "2-6, +1"):
+            for dname in ("2-8, +1", "2-6, +1", "2-8, +1, O'Brien-Fleming 5%"):
                 res = effects(table, DESIGNS[dname], args.sweeps, args.seed + 100, noise)
                 result[f"{tname} | {nname} | {dname}"] = res
                 print(

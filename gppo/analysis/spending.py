@@ -9,10 +9,14 @@ information fraction ``t = I / I_max``, ``I_max`` the information at ``max`` see
 independent increments (Jennison & Turnbull, *Group Sequential Methods with Applications to
 Clinical Trials*, 2000, §3.1 and ch. 19).
 
-- :func:`obf_spent`: Lan & DeMets's (Biometrika 70, 1983) O'Brien-Fleming-type spending function
-  on each side, ``α/2`` a side: ``α(t) = 4 (1 - Φ(z_{1-α/4} / sqrt(t)))`` two-sided (gsDesign's
-  ``sfLDOF``, symmetric): almost nothing is spent at the first looks, so the last look's bound is
-  close to the fixed-n test's (2.07 against 1.96 at α = 0.05 with 7 looks at 2..8 seeds);
+- :data:`SPENDING`, the spending functions ``α(t)``, two-sided, symmetric: ``power``, Kim &
+  DeMets's (Biometrics 43, 1987) ``α t^4`` (:data:`RHO`), the default; ``obf``, Lan & DeMets's
+  (Biometrika 70, 1983) O'Brien-Fleming type on each side, ``4 (1 - Φ(z_{1-α/4} / sqrt(t)))``
+  (gsDesign's ``sfLDOF``). Both spend little at the first looks, so the last look's bound stays
+  close to the fixed-n test's (at α = 0.05 with 7 looks at 2..8 seeds: 2.04 and 2.07 against
+  1.96); ``power`` spends more at the first looks (by 3 of 8 seeds 0.0010 against 0.0005) and
+  less at the late ones, where a row a few points off the reference is decided: on the quick
+  start's effects it needs fewer runs at the same power (``benchmarks/sim_adaptive_seeds.py``);
 - :func:`boundaries`: the two-sided bounds ``c_1..c_k`` with ``P_0(|Z_1| < c_1, ...,
   |Z_{j-1}| < c_{j-1}, |Z_j| >= c_j) = α(t_j) - α(t_{j-1})``, by the recursive numerical
   integration of Armitage, McPherson & Rowe (JRSS A 132, 1969) on a Simpson grid (ch. 19 of the
@@ -22,7 +26,7 @@ Clinical Trials*, 2000, §3.1 and ch. 19).
   approach" of Jennison & Turnbull §3.8 for an unknown variance).
 
 Every function here is deterministic and cached on its arguments; the bounds of Lan-DeMets's
-O'Brien-Fleming-type design with 5 equally spaced looks at α = 0.05 are 4.877, 3.357, 2.680,
+O'Brien-Fleming-type design (``kind="obf"``) with 5 equally spaced looks at α = 0.05 are 4.877, 3.357, 2.680,
 2.290, 2.031 (``tests/analysis/test_sequential.py`` checks them).
 """
 
@@ -41,6 +45,16 @@ GRID = 201
 _ROOT_2PI = math.sqrt(2 * math.pi)
 
 
+#: the power family's exponent (Kim & DeMets: 1 is close to Pocock's bounds, 3 to O'Brien-Fleming's)
+RHO = 4.0
+
+
+def power_spent(alpha: float, t: float) -> float:
+    """Two-sided α spent by information fraction ``t`` (0 < t <= 1), Kim-DeMets power family:
+    ``α t^RHO``; ``α`` at ``t >= 1``."""
+    return alpha if t >= 1 else alpha * t**RHO
+
+
 def obf_spent(alpha: float, t: float) -> float:
     """Two-sided α spent by information fraction ``t`` (0 < t <= 1), Lan-DeMets O'Brien-Fleming
     type on each side: ``4 (1 - Φ(z_{1-α/4} / sqrt(t)))``; ``α`` at ``t >= 1``."""
@@ -57,12 +71,15 @@ def _simpson(lo: float, hi: float) -> tuple[np.ndarray, np.ndarray]:
     return x, w * (hi - lo) / (3 * (GRID - 1))
 
 
+SPENDING = {"power": power_spent, "obf": obf_spent}
+
+
 @functools.lru_cache(maxsize=4096)
 def boundaries(
-    alpha: float, fractions: tuple[float, ...], final: bool = False
+    alpha: float, fractions: tuple[float, ...], final: bool = False, kind: str = "power"
 ) -> tuple[float, ...]:
     """Two-sided bounds ``c_1..c_k`` on ``|Z_j|`` for the looks at the increasing information
-    fractions ``fractions`` (each in ``(0, 1]``), O'Brien-Fleming-type spending of ``alpha``.
+    fractions ``fractions`` (each in ``(0, 1]``), ``alpha`` spent by ``SPENDING[kind]``.
 
     ``final``: the last look is the design's last, and spends all of ``alpha`` that is left
     (also when its fraction is below 1, e.g. seeds lost). A look with nothing to spend (a
@@ -72,7 +89,7 @@ def boundaries(
         raise ValueError(f"information fractions must lie in (0, 1], got {fractions}")
     if any(b < a for a, b in itertools.pairwise(fractions)):
         raise ValueError(f"information fractions must not decrease, got {fractions}")
-    spent = [obf_spent(alpha, f) for f in fractions]
+    spent = [SPENDING[kind](alpha, f) for f in fractions]
     if final:
         spent[-1] = alpha
     c1 = float(stats.norm.isf(spent[0] / 2))
@@ -107,11 +124,11 @@ def boundaries(
 
 @functools.lru_cache(maxsize=4096)
 def nominal_levels(
-    alpha: float, fractions: tuple[float, ...], final: bool = False
+    alpha: float, fractions: tuple[float, ...], final: bool = False, kind: str = "power"
 ) -> tuple[float, ...]:
     """The bounds of :func:`boundaries` as two-sided nominal p-values ``2 (1 - Φ(c_j))``: look j
     rejects where its test's two-sided p-value is at most the j-th value."""
-    return tuple(float(2 * stats.norm.sf(c)) for c in boundaries(alpha, fractions, final))
+    return tuple(float(2 * stats.norm.sf(c)) for c in boundaries(alpha, fractions, final, kind))
 
 
 def look_fractions(counts: Sequence[float], max_seeds: int) -> tuple[float, ...]:
@@ -127,16 +144,37 @@ CALIBRATION_PATHS = 100_000
 CALIBRATION_SEED = 0
 
 
+@functools.lru_cache(maxsize=8)
+def _null_pvalues(looks: tuple[int, ...], groups: int) -> np.ndarray:
+    """Two-sided p-values (shape ``(CALIBRATION_PATHS, len(looks))``) of the pooled t statistic
+    of a row against the reference on null paths, both sides at ``looks[j]`` normal seeds and
+    the pool's other ``groups - 2`` groups adding ``groups - 2`` chi-square degrees of freedom
+    per seed (a group's within sum of squares grows by ``σ² χ²_1`` per seed): ``df_j =
+    groups (looks[j] - 1)``. Seeded (``CALIBRATION_SEED``)."""
+    rng = np.random.default_rng(CALIBRATION_SEED)
+    counts = np.asarray(looks)
+    top = int(counts[-1])
+    x = rng.standard_normal((2, CALIBRATION_PATHS, top))
+    cs, cs2 = np.cumsum(x, axis=-1)[..., counts - 1], np.cumsum(x**2, axis=-1)[..., counts - 1]
+    ss = (cs2 - cs**2 / counts).sum(axis=0)
+    if groups > 2:
+        extra = np.cumsum(rng.chisquare(groups - 2, (CALIBRATION_PATHS, top - 1)), axis=1)
+        ss = ss + np.concatenate([np.zeros((CALIBRATION_PATHS, 1)), extra], 1)[:, counts - 1]
+    df = groups * (counts - 1)
+    t = (cs[0] - cs[1]) / counts / np.sqrt(ss / df * 2 / counts)
+    return 2 * stats.t.sf(np.abs(t), df)
+
+
 @functools.lru_cache(maxsize=256)
-def t_calibrated_alpha(alpha: float, looks: tuple[int, ...], groups: int) -> float:
-    """The level ``α* <= α`` to spend so that the O'Brien-Fleming-type nominal levels, applied to
+def t_calibrated_alpha(
+    alpha: float, looks: tuple[int, ...], groups: int, kind: str = "power"
+) -> float:
+    """The level ``α* <= α`` to spend so that the nominal levels of spending function ``kind``, applied to
     the pooled t statistic of one row against the reference, reject a true ``Δ = 0`` at some look
     with probability ``α`` when the pool's variance has few degrees of freedom.
 
-    Null paths (``CALIBRATION_PATHS``, seeded): row and reference with ``n_j = looks[j]`` normal
-    seeds each, the other ``groups - 2`` groups of the pool adding ``groups - 2`` chi-square
-    degrees of freedom per seed (the within sum of squares grows by ``σ² χ²_1`` per seed of a
-    group), so look j's t statistic has ``df_j = groups (n_j - 1)``. The joint law of those t's is
+    Null paths (:func:`_null_pvalues`): row and reference at ``looks[j]`` seeds each, look j's
+    t statistic on ``df_j = groups (looks[j] - 1)``. The joint law of those t's is
     not the z's that the bounds were computed for: their variance estimates differ between looks,
     so they are less correlated than the z's and each look's exact nominal level adds up to more
     than α (5.5% for a lone pair at 2-8 seeds, df 2 to 14). ``α`` itself where the pool has
@@ -147,27 +185,13 @@ def t_calibrated_alpha(alpha: float, looks: tuple[int, ...], groups: int) -> flo
     """
     if groups * (looks[0] - 1) >= CALIBRATE_BELOW_DF:
         return alpha
-    rng = np.random.default_rng(CALIBRATION_SEED)
-    counts = np.asarray(looks)
-    top = int(counts[-1])
-    x = rng.standard_normal((2, CALIBRATION_PATHS, top))
-    cs, cs2 = np.cumsum(x, axis=-1)[..., counts - 1], np.cumsum(x**2, axis=-1)[..., counts - 1]
-    ss = (cs2 - cs**2 / counts).sum(axis=0)
-    if groups > 2:
-        extra = rng.chisquare(groups - 2, (CALIBRATION_PATHS, top - 1))
-        ss = (
-            ss
-            + np.concatenate([np.zeros((CALIBRATION_PATHS, 1)), np.cumsum(extra, axis=1)], 1)[
-                :, counts - 1
-            ]
-        )
-    df = groups * (counts - 1)
-    t = (cs[0] - cs[1]) / counts / np.sqrt(ss / df * 2 / counts)
-    p = 2 * stats.t.sf(np.abs(t), df)  # (paths, looks)
+    p = _null_pvalues(looks, groups)
+    top = looks[-1]
     fractions = look_fractions(looks, top)
 
     def error(a: float) -> float:
-        return float((p <= np.asarray(nominal_levels(a, fractions, True))).any(axis=1).mean())
+        levels = nominal_levels(a, fractions, True, kind)
+        return float((p <= np.asarray(levels)).any(axis=1).mean())
 
     # aim two Monte Carlo standard errors under α, so that the paths' own noise errs on the safe side
     target = alpha - 2 * math.sqrt(alpha * (1 - alpha) / CALIBRATION_PATHS)

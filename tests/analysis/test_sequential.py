@@ -18,14 +18,15 @@ score = st.floats(30, 60, allow_nan=False).map(lambda v: round(v, 2))
 
 def test_obrien_fleming_type_bounds_match_the_published_ones():
     # Lan-DeMets O'Brien-Fleming-type, 5 equally spaced looks, two-sided 0.05 (gsDesign sfLDOF)
-    got = spending.boundaries(0.05, (0.2, 0.4, 0.6, 0.8, 1.0), True)
+    got = spending.boundaries(0.05, (0.2, 0.4, 0.6, 0.8, 1.0), True, "obf")
     assert got == pytest.approx((4.8769, 3.3570, 2.6803, 2.2898, 2.0310), abs=2e-4)
 
 
-def test_bounds_hold_alpha_on_brownian_paths():
+@pytest.mark.parametrize("kind", sorted(spending.SPENDING))
+def test_bounds_hold_alpha_on_brownian_paths(kind):
     """An independent check of the recursive integration: z paths at 2..8 seeds of 8."""
     fractions = tuple(n / 8 for n in range(2, 9))
-    c = np.array(spending.boundaries(0.05, fractions, True))
+    c = np.array(spending.boundaries(0.05, fractions, True, kind))
     rng = np.random.default_rng(1)
     steps = np.diff((0.0, *fractions))
     w = np.cumsum(rng.standard_normal((200_000, len(steps))) * np.sqrt(steps), axis=1)
@@ -66,6 +67,7 @@ def test_small_df_calibration_holds_alpha_where_plain_levels_do_not():
         ({"alpha": 0.0}, "seeds.alpha"),
         ({"margin": 0.0}, "seeds.margin"),
         ({"correction": "bh"}, "seeds.correction"),
+        ({"spending": "pocock"}, "seeds.spending"),
     ],
 )
 def test_bad_designs_are_refused_in_one_line_naming_the_field(kwargs, field):
@@ -143,6 +145,18 @@ def test_with_bonferroni_a_row_is_separated_exactly_where_its_interval_excludes_
     for d in out.rows.values():
         if d.interval is not None:
             assert (d.status == "separated") == (d.interval[0] > 0 or d.interval[1] < 0)
+
+
+@FAST
+@given(seeds, st.lists(seeds, min_size=2, max_size=4), st.floats(-12, 0))
+def test_holm_separates_every_row_bonferroni_separates(ref, rows, shift):
+    table, r = _table(ref, rows)
+    table["r0"] = [v + shift for v in table["r0"]]
+    holm = decide(table, r, Design(2, 8, 1)).rows
+    bonf = decide(table, r, Design(2, 8, 1, correction="bonferroni")).rows
+    for k, d in bonf.items():
+        if d.status == "separated":
+            assert holm[k].status == "separated"
 
 
 def test_open_rows_and_the_reference_get_the_next_batch_decided_rows_none():
