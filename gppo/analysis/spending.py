@@ -23,11 +23,14 @@ Clinical Trials*, 2000, §3.1 and ch. 19).
   book); a final look spends what is left of α whatever its fraction;
 - :func:`nominal_levels`: the bounds as two-sided nominal p-values ``2 (1 - Φ(c_j))``, the form in
   which :mod:`gppo.analysis.sequential` applies them to a t statistic (the "significance level
-  approach" of Jennison & Turnbull §3.8 for an unknown variance).
+  approach" of Jennison & Turnbull §3.8 for an unknown variance);
+- :func:`t_calibrated_alpha`: the smaller α to spend where the pooled variance has few degrees
+  of freedom, so that those t tests hold α jointly (a seeded simulation of null paths).
 
-Every function here is deterministic and cached on its arguments; the bounds of Lan-DeMets's
-O'Brien-Fleming-type design (``kind="obf"``) with 5 equally spaced looks at α = 0.05 are 4.877, 3.357, 2.680,
-2.290, 2.031 (``tests/analysis/test_sequential.py`` checks them).
+Everything here is deterministic; the bounds and the calibration are cached on their arguments.
+The bounds of Lan-DeMets's O'Brien-Fleming-type design (``kind="obf"``) with 5 equally spaced
+looks at α = 0.05 are 4.877, 3.357, 2.680, 2.290, 2.031 (``tests/analysis/test_sequential.py``
+checks them).
 """
 
 from __future__ import annotations
