@@ -26,7 +26,7 @@ from gppo.grid.load import Plan
 from gppo.store.comparable import sweep_spent
 from gppo.store.cost import attempt_hours
 from gppo.store.health import fail_fast
-from gppo.store.tracking import latest_metric
+from gppo.store.tracking import latest_metric, store_exception
 from gppo.sweep.attempts import (
     ENDING,
     OPEN,
@@ -212,8 +212,7 @@ class Launcher:
                     if not self.watch.store_error(exc):  # a full disk raises StoreFull
                         raise
             self.on_update(result)
-            left = self.keeper.left if self.keeper is not None else {}
-            result.left = {cid: left[cid] for cid, c in cells.items() if cid in left}
+            result.left = left = self._left(cells)
             if not [c for cid, c in cells.items() if c.state in OPEN and cid not in left]:
                 return
             waits = [c.ready_at - now for c in cells.values() if c.state == WAITING]
@@ -256,6 +255,19 @@ class Launcher:
                     return
                 in_flight += st.state == RUNNING
 
+    def _left(self, cells: dict[str, CellState]) -> dict[str, str]:
+        """The cells the budget left pending, with why: those it refused to start, and the
+        waiting members of a group of identical cells whose runner it refused."""
+        if self.keeper is None:
+            return {}
+        left = {cid: why for cid, why in self.keeper.left.items() if cid in cells}
+        for group in self.same.groups:
+            runner = next((c.id for c in group if c.id in left), None)
+            for cell in group if runner is not None else ():
+                if cells[cell.id].state in (PENDING, WAITING) and cell.id not in left:
+                    left[cell.id] = f"its runs' cell {runner} was left: {left[runner]}"
+        return left
+
     def _budget(self, ctx: SweepContext) -> Keeper | None:
         """The spec's budget (:mod:`gppo.sweep.budget`) with the sweep's spend so far, or None."""
         budget = self.plan.spec.budget
@@ -278,7 +290,8 @@ class Launcher:
             quoted = ", ".join(f"'{rid}'" for rid in ids[i : i + RUNS_PER_READ])
             try:
                 runs = ctx.tracking.search(ctx.experiment_id, f"attributes.run_id IN ({quoted})")
-            except Exception:  # the progress display must never stop the launch
+            except (store_exception(), OSError) as exc:  # progress must never stop the launch
+                log.warning("no train scores read this round (the store: %s); next round", exc)
                 continue
             for run in runs:
                 got = latest_metric(run, M.TRAIN_SCORE)
@@ -314,6 +327,7 @@ def _logged_step(disp: Dispatcher, run_id: str) -> int | None:
     (verl's raw metrics are there before the entrypoint maps them onto ours)."""
     try:
         metrics = disp.tracking.get_run(run_id).data.to_proto().metrics
-    except Exception:  # unreadable now: the first step seen counts as progress
+    except (store_exception(), OSError) as exc:  # the first step seen counts as progress
+        log.warning("run %s: logged steps unreadable (%s): counting from its next", run_id, exc)
         return None
     return max((m.step for m in metrics), default=None)
