@@ -329,13 +329,13 @@ def spec_as_run(spec: Any) -> dict[str, Any]:
     """A loaded grid spec as YAML-ready data, as it ran: every default filled in and the
     backend's section (``local:``, ``verl:``) with its resolved settings (its raw section for a
     backend that is not available here)."""
+    from gppo.backends.base import get_backend
+    from gppo.errors import UnknownNameError
     from gppo.grid.load import spec_to_yaml
 
     try:
-        from gppo.backends.base import get_backend
-
         settings = get_backend(spec.backend).validate_settings(spec.settings)
-        spec = spec.model_copy(update={"settings": settings.model_dump(mode="json")})
-    except Exception:  # an unknown backend: its raw section
-        pass
+    except (UnknownNameError, ImportError):  # not installed here: the section as written
+        return spec_to_yaml(spec, defaults=True)
+    spec = spec.model_copy(update={"settings": settings.model_dump(mode="json")})
     return spec_to_yaml(spec, defaults=True)

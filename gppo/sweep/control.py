@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,10 @@ from gppo.store.state import ACTIVE_JOB, State, cell_state, run_state
 from gppo.store.tracking import attempt_of, latest_metric
 from gppo.sweep.cluster import Cluster, ensure_cluster, last_temp_dir, stop_local_head
 from gppo.sweep.dispatcher import log_file
+from gppo.sweep.ray_http import JOBS_API_ERRORS
 from gppo.sweep.session import read_sweep, sweep_state_dir
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -46,9 +50,11 @@ class CellStatus:
 
 
 def _cluster(plan: Plan, address: str | None) -> Cluster | None:
+    """The sweep's cluster when it is up (its recorded local head, or ``address``), else None."""
     try:
         return ensure_cluster(address or plan.spec.ray.address, sweep_state_dir(plan), start=False)
-    except Exception:
+    except (OSError, TypeError, ValueError) as exc:  # an unreadable or malformed record
+        log.warning("%s: no cluster read (%s): job states not shown", plan.sweep_id, exc)
         return None
 
 
@@ -57,7 +63,8 @@ def _job_status(client: Any, sid: str) -> str | None:
         return None
     try:
         return str(client.get_job_status(sid).value)
-    except Exception:
+    except JOBS_API_ERRORS as exc:  # the job is gone, or the cluster stopped answering
+        log.info("job %s: no status from the Jobs API (%s)", sid, exc)
         return None
 
 
@@ -68,10 +75,7 @@ def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
     cluster = _cluster(plan, address) if opened else None
     client = None
     if cluster is not None:
-        try:
-            client = cluster.client()
-        except Exception:
-            client = None
+        client = _client(cluster)
     out = []
     k = plan.spec.eval.k
 
@@ -169,10 +173,11 @@ def cell_logs(
 
 
 def _client(cluster: Cluster) -> Any | None:
-    """The cluster's Jobs API client, or None when it does not answer."""
+    """The cluster's Jobs API client, or None (said in the log) when it does not answer."""
     try:
         return cluster.client()
-    except Exception:
+    except OSError as exc:
+        log.warning("the Ray cluster at %s does not answer (%s)", cluster.address, exc)
         return None
 
 

@@ -8,6 +8,7 @@ new process can re-attach to an attempt from its run's tags (:meth:`Dispatcher.a
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -24,6 +25,9 @@ from gppo.store.state import ACTIVE_JOB, State
 from gppo.store.tracking import Tracking, is_finished, log_metrics
 from gppo.store.uri import without_password
 from gppo.sweep.cluster import Cluster
+from gppo.sweep.ray_http import JOBS_API_ERRORS
+
+log = logging.getLogger(__name__)
 
 ACTIVE = ACTIVE_JOB  # Ray job statuses of a live job
 TERMINAL = frozenset({"SUCCEEDED", "FAILED", "STOPPED"})
@@ -283,7 +287,8 @@ class Dispatcher:
         None when it exited by itself or Ray does not say."""
         try:
             info = self.client.get_job_info(sid)
-        except Exception:
+        except JOBS_API_ERRORS as exc:
+            log.info("job %s: Ray gives no exit code now (%s): no signal read", sid, exc)
             return None
         return processes.exit_signal(getattr(info, "driver_exit_code", None))
 
@@ -293,11 +298,13 @@ class Dispatcher:
         of a driver that ran on another node can hold the job manager's lines only)."""
         try:
             text = str(self.client.get_job_logs(sid))
-        except Exception:
+        except JOBS_API_ERRORS as exc:
+            log.info("job %s: the Jobs API gives no log (%s)", sid, exc)
             text = ""
         try:
             message = str(self.client.get_job_info(sid).message or "")
-        except Exception:
+        except JOBS_API_ERRORS as exc:
+            log.info("job %s: the Jobs API gives no job message (%s)", sid, exc)
             message = ""
         quoted = message.partition("last available logs")[2].partition(":")[2].strip()
         if quoted and quoted not in text:

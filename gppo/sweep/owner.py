@@ -36,11 +36,11 @@ def pid_alive(pid: int | None) -> bool:
 
 def process_started(pid: int) -> float | None:
     """The process's start time (unix seconds), or None when there is no such process."""
-    try:
-        import psutil
+    import psutil
 
+    try:
         return float(psutil.Process(pid).create_time())
-    except Exception:
+    except psutil.Error:  # none (NoSuchProcess), or not ours to read (AccessDenied)
         return None
 
 

@@ -32,6 +32,10 @@ ENV_AUTH_MODE = "RAY_AUTH_MODE"
 AUTH_MODE_PATH = "/api/authentication_mode"
 #: seconds a Jobs API GET (a job's status) may take before it counts as no answer
 REQUEST_TIMEOUT_S = 30.0
+#: what a Jobs API call raises when the cluster does not answer (requests' errors are OSErrors)
+#: or refuses the request (Ray raises RuntimeError for an HTTP error status, e.g. an unknown job);
+#: a refused token (Ray's AuthenticationError) is not among them: it always propagates
+JOBS_API_ERRORS: tuple[type[Exception], ...] = (OSError, RuntimeError)
 
 
 def token_header() -> dict[str, str]:

@@ -27,6 +27,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from gppo import metrics as M
 from gppo.sweep.dispatcher import ACTIVE
+from gppo.sweep.ray_http import JOBS_API_ERRORS
 from gppo.sweep.session import settle_orphan
 from gppo.sweep.tuning import attrs
 from gppo.sweep.tuning.jobs import trial_run
@@ -71,7 +72,7 @@ def _settle(tuner: Tuner, ft: FrozenTrial) -> str:
     )
     try:
         status = _job_status(tuner, run, job_id)
-    except Exception:  # the cluster does not answer
+    except JOBS_API_ERRORS:  # the cluster does not answer: said as the status, UNREACHABLE
         status = "UNREACHABLE"
     if status in ACTIVE and run_id:
         tuner.adopt(trial, ft, run_id, job_id)

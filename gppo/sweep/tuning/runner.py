@@ -238,7 +238,8 @@ class Tuner:
         try:
             states = (TrialState.RUNNING,)
             return bool(self.active) or bool(self.study.get_trials(False, states=states))
-        except Exception:
+        except Exception as exc:  # any storage error: a trial may still run, keep the parent open
+            log.warning("the study's storage does not answer (%s): its parent run left open", exc)
             return True
 
     # --- one trial -------------------------------------------------------------------------------
