@@ -4,9 +4,10 @@ Modules: ``tidy`` (tidy schema, cell labels, CSV reader), ``collect`` (MLflow ->
 ``table`` (Table 1 model: displayed numbers, ranks, footnotes), ``stats`` (t and bootstrap CIs,
 probability of improvement, corrected tests), ``render`` (formats), ``aggregate`` (Mean/IQM and
 P(improvement) over benchmarks, rliable's view), ``figures`` (Figure 1 geometry, Figure 2
-dynamics), ``axes`` / ``axes_report`` / ``response`` (a sweep with axes: Table 1 per point, rank
-stability, the response figure), ``page`` (``report.html``, one self-contained page), ``report``
-(write everything, attach to the sweep's parent run). The commands (``gppo-sweep report`` /
+dynamics), ``axes`` / ``axes_report`` / ``axis_figure`` (a sweep with axes: Table 1 per point,
+rank stability, the axis-response figure), ``bases`` (each axis point's base-model rows),
+``page`` (``report.html``, one self-contained page), ``report`` (write everything, attach to
+the sweep's parent run). The commands (``gppo-sweep report`` /
 ``regions``) live in :mod:`gppo.cli.report`.
 """
 

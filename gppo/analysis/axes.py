@@ -11,7 +11,7 @@ same runs, at every point of it (the tables say so in their notes).
 - :func:`rank_summary`: each cell's rank by Avg. at each point, and the pairs of cells whose
   order flips between two points where the data separate them at both (Δ's t CI, the pooled
   variance of Table 1's test, excludes 0 at each), not where it does not.
-- :func:`best_point_table`: per cell, the value of each ``select`` axis with the best mean
+- :func:`best_point`: per cell, the value of each ``select`` axis with the best mean
   held-out selection score (``selection``, a split disjoint from the benchmarks), then Table 1
   of those runs: the reported numbers are the benchmarks' only, never the selection's.
 """
@@ -27,7 +27,7 @@ import pandas as pd
 
 from gppo.analysis import stats as S
 from gppo.analysis.table import AVG, Table1, build_table1
-from gppo.analysis.tidy import BASE, SELECTION, axis_columns
+from gppo.analysis.tidy import BASE, SELECTION, axis_cell, axis_columns
 
 
 @dataclass
@@ -40,10 +40,11 @@ class PointTable:
 
     @property
     def label(self) -> str:
-        return ", ".join(f"{p} = {_text(v)}" for p, v in self.point.items())
+        return ", ".join(f"{p} = {value_text(v)}" for p, v in self.point.items())
 
 
-def _text(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """An axis value as labels and titles write it: text as it is, else its JSON."""
     return value if isinstance(value, str) else json.dumps(value)
 
 
@@ -108,13 +109,17 @@ def recorrect(tables: list[Table1]) -> None:
     for row, p in zip(rows, adjusted, strict=True):
         row.p_adjusted = float(p)
         row.significant = bool(p <= tables[0].alpha)
+    if len(tables) > 1:  # the † note names the family
+        family = f"the {len(rows)} rows compared with {tables[0].reference} at every axis point"
+        for table in tables:
+            table.family = family
 
 
 def home_index(tables: list[PointTable], home: dict[str, Any] | None) -> int:
-    """The point whose table the terminal shows: the spec's own values (``home``), else the
-    first."""
+    """The point whose table the terminal shows: the spec's own values (``home``:
+    :func:`gppo.grid.axes.plain_values`), else the first."""
     for i, pt in enumerate(tables):
-        if home and all(home.get(k) == v for k, v in pt.point.items()):
+        if home and all(axis_cell(home.get(k)) == v for k, v in pt.point.items()):
             return i
     return 0
 
@@ -169,23 +174,38 @@ def rank_summary(tables: list[PointTable]) -> RankSummary:
     return RankSummary(ranks, flips, unseparated)
 
 
-def rank_markdown(summary: RankSummary) -> str:
-    """The rank table and the separated order changes, as Markdown."""
-    frame = summary.ranks.reset_index()
-    head = "| " + " | ".join(map(str, frame.columns)) + " |"
-    lines = [head, "|" + "---|" * len(frame.columns)]
-    for rec in frame.itertuples(index=False):
-        lines.append("| " + " | ".join("" if pd.isna(v) else str(v) for v in rec) + " |")
-    lines.append("")
-    if summary.flips:
-        lines.append("Order changes the data separate (Δ's 95% t CI excludes 0 at both points):")
-        lines += [f"- {f}" for f in summary.flips]
-    else:
-        lines.append("No pair of cells changes order where the data separate them.")
-    lines.append(
+def rank_lines(summary: RankSummary) -> tuple[str, list[str], str]:
+    """What the rank table is followed by: a heading line, the separated order changes (one
+    each) and the count of the others."""
+    head = (
+        "Order changes the data separate (Δ's 95% t CI excludes 0 at both points):"
+        if summary.flips
+        else "No pair of cells changes order where the data separate them."
+    )
+    tail = (
         f"{summary.unseparated} pair(s) change order only where their Δ's CI includes 0 "
         "(not a ranking change the data support)."
     )
+    return head, list(summary.flips), tail
+
+
+def rank_rows(summary: RankSummary) -> tuple[list[str], list[list[str]]]:
+    """The rank table as text: (header, rows); no rank at a point: empty."""
+    frame = summary.ranks.reset_index()
+    rows = [
+        ["" if pd.isna(v) else str(int(v)) if isinstance(v, float) else str(v) for v in rec]
+        for rec in frame.itertuples(index=False)
+    ]
+    return [str(c) for c in frame.columns], rows
+
+
+def rank_markdown(summary: RankSummary) -> str:
+    """The rank table and the separated order changes, as Markdown."""
+    header, rows = rank_rows(summary)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    head, flips, tail = rank_lines(summary)
+    lines += ["", head, *(f"- {f}" for f in flips), tail]
     return "\n".join(lines) + "\n"
 
 

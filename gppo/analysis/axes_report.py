@@ -8,12 +8,13 @@ Files, in the report folder:
 - ``table1_best.md`` / ``.csv`` (a spec with ``select:``): each cell at its best value of the
   selection axes (the value chosen per row, its mean held-out selection score, the benchmarks'
   numbers of those runs);
-- ``response.png`` / ``.svg``: the response figure (gppo/analysis/response.py);
+- ``axis_response.png`` / ``.svg``: the axis-response figure (gppo/analysis/axis_figure.py);
 - ``scores.csv``: the tidy scores with their axis columns (``report --from-csv`` re-renders it).
 """
 
 from __future__ import annotations
 
+import html
 import io
 import math
 from dataclasses import dataclass, field
@@ -26,14 +27,17 @@ import pandas as pd
 from gppo.analysis.axes import (
     BestPoint,
     PointTable,
+    RankSummary,
     best_point,
     home_index,
     point_tables,
+    rank_lines,
     rank_markdown,
+    rank_rows,
     rank_summary,
 )
 from gppo.analysis.page import html_body, table_fragment
-from gppo.analysis.render import EXTENSIONS, render, to_csv
+from gppo.analysis.render import EXTENSIONS, notes, render, to_csv, to_html
 from gppo.analysis.table import Table1
 
 STILL_NOTE = "same runs at every point"
@@ -52,25 +56,61 @@ class AxesReport:
         return self.tables[self.home].table
 
 
+def _still(pt: PointTable) -> str:
+    return f"{', '.join(pt.still)}: {STILL_NOTE} of {', '.join(pt.point)}" if pt.still else ""
+
+
 def _combined(tables: list[PointTable], fmt: str) -> str:
     if fmt == "csv":
         return csv_with_axes(tables)
+    if fmt == "html":  # the general notes once, after every point's table
+        style, _ = table_fragment(tables[0].table)
+        body = html_tables(tables) + _html_list(notes(tables[0].table, "html", own=False))
+        return (
+            f"<!doctype html><html><head><style>{style}</style></head><body>{body}</body></html>\n"
+        )
     parts = []
     for pt in tables:
-        text = render(pt.table, fmt)
-        still = f"{', '.join(pt.still)}: {STILL_NOTE} of {', '.join(pt.point)}" if pt.still else ""
+        text, still = render(pt.table, fmt), _still(pt)
         if fmt == "md":
             parts.append(f"### {pt.label}\n\n{text}" + (f"\n{still}\n" if still else ""))
-        elif fmt == "latex":
+        else:  # latex
             parts.append(f"% {pt.label}\n{text}" + (f"% {still}\n" if still else ""))
-        else:  # html: every table's body under its heading, the first table's style
-            parts.append(
-                f"<h3>{pt.label}</h3>{html_body(text)}" + (f"<p>{still}</p>" if still else "")
-            )
-    if fmt == "html":
-        style, _ = table_fragment(tables[0].table)
-        return f"<!doctype html><html><head><style>{style}</style></head><body>{''.join(parts)}</body></html>\n"
     return "\n".join(parts)
+
+
+def html_tables(tables: list[PointTable]) -> str:
+    """Every point's Table 1 under its heading, each with its own notes only (footnotes, the
+    cost): the general notes are said once by the page or file around them."""
+    return "".join(
+        f"<h3>{html.escape(pt.label or 'all runs')}</h3>{html_body(to_html(pt.table, general=False))}"
+        + (f"<p>{html.escape(still)}</p>" if (still := _still(pt)) else "")
+        for pt in tables
+    )
+
+
+def _html_list(lines: list[str]) -> str:
+    return "<ul>" + "".join(f"<li>{html.escape(n)}</li>" for n in lines) + "</ul>"
+
+
+def _frame_html(header: list[str], rows: list[list[str]]) -> str:
+    """A table of text as the page's other tables (class ``cells``)."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in row) + "</tr>" for row in rows
+    )
+    return f"<table class='cells'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def rank_html(summary: RankSummary) -> str:
+    """The rank-stability summary as HTML: the rank table, then the order changes."""
+    head, flips, tail = rank_lines(summary)
+    return (
+        _frame_html(*rank_rows(summary))
+        + f"<p>{html.escape(head)}</p>"
+        + (_html_list(flips) if flips else "")
+        + f"<p>{html.escape(tail)}</p>"
+    )
 
 
 def csv_with_axes(tables: list[PointTable], extra: dict[str, list[Any]] | None = None) -> str:
@@ -92,6 +132,7 @@ def csv_with_axes(tables: list[PointTable], extra: dict[str, list[Any]] | None =
 
 
 def _best_files(best: BestPoint, out: Path, select: list[str]) -> tuple[list[Path], str]:
+    """``table1_best.md`` and ``.csv``; returns their paths and the page's HTML of them."""
     from gppo.analysis.render import to_markdown
 
     chosen = best.chosen.copy()
@@ -127,7 +168,18 @@ def _best_files(best: BestPoint, out: Path, select: list[str]) -> tuple[list[Pat
         md.append(f"### {pt.label or 'all runs'}\n\n{to_markdown(pt.table)}")
     md_path = out / "table1_best.md"
     md_path.write_text("\n".join(md), encoding="utf-8")
-    return [md_path, csv_path], "\n".join(md)
+    page = (
+        f"<p>{html.escape(md[0].strip())}</p>"
+        + _frame_html(
+            list(map(str, chosen.columns)),
+            [
+                [f"{v:.4g}" if isinstance(v, float) and v == v else _num(v) for v in rec]
+                for rec in chosen.itertuples(index=False)
+            ],
+        )
+        + html_tables(best.tables)
+    )
+    return [md_path, csv_path], page
 
 
 def _num(value: Any) -> str:
@@ -165,28 +217,20 @@ def write_axes_report(
     tidy.to_csv(scores, index=False, lineterminator="\n")
     files.append(scores)
     summary = rank_summary(tables)
-    rank_md = rank_markdown(summary)
-    (out / "rank_stability.md").write_text(rank_md, encoding="utf-8")
+    (out / "rank_stability.md").write_text(rank_markdown(summary), encoding="utf-8")
     summary.ranks.reset_index().to_csv(out / "rank_stability.csv", index=False)
     files += [out / "rank_stability.md", out / "rank_stability.csv"]
-    sections = [
-        ("axis-tables", "Table 1 at each axis point", _combined(tables, "html")),
-        ("rank-stability", "Rank stability", _md_html(rank_md)),
+    sections = [  # the page says the general notes once, under its first Table 1
+        ("axis-tables", "Table 1 at each axis point", html_tables(tables)),
+        ("rank-stability", "Rank stability", rank_html(summary)),
     ]
     best = best_point(tidy, list(select or []), **table_kwargs)
     if best is not None:
-        paths, best_md = _best_files(best, out, list(select or []))
+        paths, best_html = _best_files(best, out, list(select or []))
         files += paths
-        sections.append(("best-point", "Each cell at its own best point", _md_html(best_md)))
+        sections.append(("best-point", "Each cell at its own best point", best_html))
     if figures:
-        from gppo.analysis.response import write_response
+        from gppo.analysis.axis_figure import write_axis_figure
 
-        files += write_response(tables, out, table_kwargs.get("reference", ""))
+        files += write_axis_figure(tables, out, table_kwargs.get("reference", ""))
     return AxesReport(tables, home_index(tables, home), files, sections, best)
-
-
-def _md_html(text: str) -> str:
-    """Markdown (tables, lists, lines) as plain HTML for the page."""
-    import html
-
-    return f"<pre class='md'>{html.escape(text)}</pre>"

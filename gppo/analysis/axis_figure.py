@@ -1,29 +1,36 @@
-"""The response figure of a sweep with axes: per cell, Avg. (avg@k, %) against the first axis's
-values with its t CI (Table 1's Avg. entry at each point), one line per cell, the reference
-highlighted; with a second axis, one panel per value of it (more axes: per combination).
-A cell the axis does not move (a baseline under r_min) is the same runs at every point: a flat
-dashed line, marked "(not moved)".
+"""The axis-response figure of a sweep with axes: how each cell's Avg. (avg@k, %) responds to
+the first axis, with its t CI (Table 1's Avg. entry at each point), one line per cell, the
+reference highlighted, and the base model at each point (its own base: grey, dotted; an axis
+that moves the base model, such as ``local.warmstart_target``, moves this line too); with a
+second axis, one panel per value of it (more axes: per combination). A cell the axis does not
+move (a baseline under r_min) is the same runs at every point: a flat dashed line, marked
+"(not moved)". Files: ``axis_response.png`` / ``.svg`` (``axis_response_<domain>`` per domain
+when there are several).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from gppo.analysis.axes import PointTable
-from gppo.analysis.table import AVG
+from gppo.analysis.axes import PointTable, value_text
+from gppo.analysis.table import AVG, BASE_MODEL
+from gppo.analysis.tidy import BASE
+
+#: the file stem of the figure
+STEM = "axis_response"
 
 
 def response_frame(tables: Sequence[PointTable]) -> list[dict[str, Any]]:
-    """One record per (point, domain, cell): the axis values, Avg. and its CI (percent)."""
+    """One record per (point, domain, cell), the base model's included (``cell``: ``base``):
+    the axis values, Avg. and its CI (percent), ``still``: the same runs at every point."""
     out = []
     for pt in tables:
         for block in pt.table.blocks:
             for row in block.rows:
                 entry = row.entries.get(AVG)
-                if row.kind == "base" or entry is None or entry.mean is None:
+                if entry is None or entry.mean is None:
                     continue
                 lo, hi = entry.interval or (float(entry.mean), float(entry.mean))
                 out.append(
@@ -64,17 +71,18 @@ def figure_response(tables: Sequence[PointTable], domain: str, reference: str) -
             x = [pos[r[x_axis]] for r in pts]
             y = [r["avg"] for r in pts]
             err = [[r["avg"] - r["lo"] for r in pts], [r["hi"] - r["avg"] for r in pts]]
-            ref = cell == reference
+            ref, base = cell == reference, cell == BASE
             still = pts[0]["still"]
+            name = BASE_MODEL if base else cell
             ax.errorbar(
                 x, y, yerr=err, capsize=3, marker="o", markersize=3,
-                linewidth=2.8 if ref else 1.1, color="black" if ref else None,
-                linestyle="--" if still else "-", zorder=3 if ref else 2,
-                label=f"{cell}{' (reference)' if ref else ''}{' (not moved)' if still else ''}",
+                linewidth=2.8 if ref else 1.1, color="black" if ref else ("grey" if base else None),
+                linestyle=":" if base else ("--" if still else "-"), zorder=3 if ref else 2,
+                label=f"{name}{' (reference)' if ref else ''}{' (not moved)' if still else ''}",
             )  # fmt: skip
         ax.set_xlabel(x_axis)
-        ax.set_xticks([pos[x] for x in xs], [_text(x) for x in xs])
-        title = ", ".join(f"{a} = {_text(v)}" for a, v in zip(panel_axes, panel, strict=True))
+        ax.set_xticks([pos[x] for x in xs], [value_text(x) for x in xs])
+        title = ", ".join(f"{a} = {value_text(v)}" for a, v in zip(panel_axes, panel, strict=True))
         ax.set_title(title or domain, fontsize=10)
         ax.grid(alpha=0.3)
     grid[0][0].set_ylabel("Avg. avg@k (%), 95% t CI over seeds")
@@ -85,12 +93,8 @@ def figure_response(tables: Sequence[PointTable], domain: str, reference: str) -
     return fig
 
 
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def write_response(tables: Sequence[PointTable], out_dir: Path, reference: str) -> list[Path]:
-    """``response.png``/``.svg`` (``response_<domain>`` for several domains)."""
+def write_axis_figure(tables: Sequence[PointTable], out_dir: Path, reference: str) -> list[Path]:
+    """``axis_response.png``/``.svg`` (``axis_response_<domain>`` for several domains)."""
     from gppo.analysis.figures import save
 
     if not tables or not tables[0].point:
@@ -98,7 +102,7 @@ def write_response(tables: Sequence[PointTable], out_dir: Path, reference: str) 
     domains = list(dict.fromkeys(b.domain for pt in tables for b in pt.table.blocks))
     paths: list[Path] = []
     for domain in domains:
-        stem = "response" if len(domains) == 1 else f"response_{domain}"
+        stem = STEM if len(domains) == 1 else f"{STEM}_{domain}"
         fig = figure_response(tables, domain, reference)
         paths += save(fig, out_dir / stem)
     return paths

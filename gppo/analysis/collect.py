@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from gppo import metrics as M
+from gppo.analysis.bases import BaseSource, base_rows
 from gppo.analysis.tidy import (
-    BASE,
     CPU_HOURS,
     GPU_HOURS,
     SELECTION,
     axes_key,
+    axis_cell,
     cell_label,
     empty_tidy,
     expected_keys,
@@ -122,9 +123,10 @@ def collect(
             :func:`gppo.store.records.find_sweep`); only its experiment's runs are read.
         expected: the spec's expanded cells; those without a run are reported as ``missing``.
         k: avg@k to read (default: the largest k logged).
-        reference: cell whose runs give the base row (``eval_base/...``; falls back to any cell of
-            the same domain and seed that has it; none has it: the base row is ``pending``, shown
-            as a missing cell is).
+        reference: cell whose runs give the base row (``eval_base/...``), at each axis point
+            from the runs standing there (gppo/analysis/bases.py: falls back to any cell of the
+            same domain, seed and point that has it; none has it: the base row is ``pending``,
+            shown as a missing cell is).
         fast: read SQL stores through the fast path of :mod:`gppo.store.records`.
     """
     if client is None:  # a server's 401/403: one line naming it
@@ -151,8 +153,8 @@ def _tidy(
     now_ms = int(time.time() * 1000)
     rows: list[dict[str, object]] = []
     run_rows: list[dict[str, object]] = []
-    base_sources: dict[tuple[str, int], tuple[int, str, RunRecord, dict[str, float]]] = {}
-    all_axes: dict[str, object] = {}
+    base_sources: list[BaseSource] = []
+    all_axes: dict[str, dict[object, None]] = {}  # path -> its values (ordered, as tidy cells)
     for cell_id, run in sorted(chosen.items()):
         tags = run.tags
         method = tags.get(M.TAG_METHOD, "")
@@ -178,11 +180,11 @@ def _tidy(
             # the run that trained it: a cell served by an identical cell's run names that run
             "run_id": run.tags.get(M.TAG_SAME_RUNS) or run.run_id,
             **cost_columns(paid.get(cell_id)),
-            **{path: _axis_cell(value) for path, value in point.items()},
+            **{path: axis_cell(value) for path, value in point.items()},
         }
         if run_k is not None and M.select_metric(run_k) in run.metrics:
             common[SELECTION] = float(run.metrics[M.select_metric(run_k)])
-        all_axes.update(point)
+        _add_values(all_axes, point)
         run_rows.append(
             {
                 **common,
@@ -195,15 +197,9 @@ def _tidy(
             rows.extend({**common, "benchmark": b, "score": s} for b, s in scores.items())
         else:
             rows.append({**common, "benchmark": "", "score": math.nan})
-        priority = 0 if label == reference else 1
-        source = base_sources.get((domain, seed))
-        base = _eval_scores(run.metrics, k, base=True)
-        if base and (source is None or (priority, label) < source[:2]):
-            base_sources[(domain, seed)] = (priority, label, run, base)
-    seeds: dict[tuple[str, int], set[object]] = {}
-    for r in run_rows:
-        seeds.setdefault((str(r["domain"]), int(r["seed"])), set()).add(r["status"])
-    rows.extend(_base_rows(base_sources, seeds))
+        cells = {path: axis_cell(value) for path, value in point.items()}
+        base = _eval_scores(run.metrics, run_k, base=True)  # the base at the run's own k
+        base_sources.append(BaseSource(domain, seed, label, cells, status.value, run.run_id, base))
     if expected is not None:
         seen = {(r["domain"], r["cell"], r["seed"], r["axes"]) for r in run_rows}
         domains = {r["domain"] for r in run_rows} or {"default"}
@@ -211,7 +207,7 @@ def _tidy(
             expected_keys(expected, domains, axes=True) - seen
         ):
             values = json.loads(point) if point else {}
-            all_axes.update(values)
+            _add_values(all_axes, values)
             rows.append(
                 {
                     "domain": domain,
@@ -219,9 +215,11 @@ def _tidy(
                     "seed": seed,
                     "status": State.PENDING.value,
                     "benchmark": "",
-                    **{path: _axis_cell(value) for path, value in values.items()},
+                    **{path: axis_cell(value) for path, value in values.items()},
                 }
             )
+    axes = {path: list(values) for path, values in all_axes.items()}
+    rows.extend(base_rows(base_sources, axes, reference))  # each point's own base
     for row in rows:  # every axis a column, None where the axis does not move the run
         for path in all_axes:
             row.setdefault(path, None)
@@ -229,42 +227,7 @@ def _tidy(
     return tidy, run_rows, k
 
 
-def _axis_cell(value: object) -> object:
-    """An axis value as a tidy cell: a scalar as it is, a list as its JSON text (hashable)."""
-    return json.dumps(value) if isinstance(value, (list, dict)) else value
-
-
-def _base_rows(
-    sources: dict[tuple[str, int], tuple[int, str, RunRecord, dict[str, float]]],
-    seeds: dict[tuple[str, int], set[object]],
-) -> list[dict[str, object]]:
-    """The base model's scores per (domain, seed) of ``seeds`` (those of the sweep's runs, with
-    their statuses), from the ``eval_base/...`` values of the run chosen in ``sources``. A
-    (domain, seed) whose runs have none gets one row without a score, as a missing cell does
-    (Table 1: a dash and a footnote): ``running`` while one of its runs is, else ``pending``."""
-    running = State.RUNNING.value
-    rows: list[dict[str, object]] = [
-        {
-            "domain": d,
-            "cell": BASE,
-            "seed": s,
-            "status": running if running in seeds[d, s] else State.PENDING.value,
-            "benchmark": "",
-        }
-        for d, s in sorted(set(seeds) - set(sources))
-    ]
-    for (domain, seed), (_, _, run, scores) in sorted(sources.items()):
-        rows.extend(
-            {
-                "domain": domain,
-                "cell": BASE,
-                "seed": seed,
-                "benchmark": b,
-                "score": s,
-                "status": State.DONE.value,
-                "steps": 0.0,
-                "run_id": run.run_id,
-            }
-            for b, s in scores.items()
-        )
-    return rows
+def _add_values(found: dict[str, dict[object, None]], point: dict[str, object]) -> None:
+    """Add ``point``'s values (as tidy cells) to each axis's values in ``found``."""
+    for path, value in point.items():
+        found.setdefault(path, {})[axis_cell(value)] = None

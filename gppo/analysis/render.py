@@ -142,6 +142,8 @@ def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.Data
 
 
 def _compared(table: Table1) -> str:
+    if table.family:
+        return table.family
     counts = [(b.domain, sum(r.p_value is not None for r in b.rows)) for b in table.blocks]
     if len(counts) == 1:
         return f"the {counts[0][1]} rows compared with {table.reference}"
@@ -163,7 +165,10 @@ def _highlight_note(table: Table1, fmt: str) -> str | None:
     return None
 
 
-def notes(table: Table1, fmt: str = "md") -> list[str]:
+def notes(table: Table1, fmt: str = "md", *, general: bool = True, own: bool = True) -> list[str]:
+    """Table 1's notes: the ``general`` ones (how to read it: scores, ranks, Δ, the mark; the
+    same for every table of one report) and its ``own`` (no reference row, the footnotes, the
+    cost)."""
     k = f"avg@{table.k}" if table.k else "avg@k"
     ref, conf = table.reference, f"{table.confidence:.0%}"
     if not table.multi_seed:
@@ -195,12 +200,15 @@ def notes(table: Table1, fmt: str = "md") -> list[str]:
             )
             + " The corrected test, not the CI of Δ, decides the mark.",
         ]
-    lacking = ", ".join(b.domain for b in table.blocks if all(r.cell != ref for r in b.rows))
-    if lacking:
-        out.append(f"No row {ref} in {lacking}: no Δ, P(>) or marks there (see --reference).")
     rule = _highlight_note(table, fmt)
     if rule:
         out.insert(1, rule)
+    out = out if general else []
+    if not own:
+        return out
+    lacking = ", ".join(b.domain for b in table.blocks if all(r.cell != ref for r in b.rows))
+    if lacking:
+        out.append(f"No row {ref} in {lacking}: no Δ, P(>) or marks there (see --reference).")
     out += [f"({f.mark}) {f.text}" for f in table.footnotes]
     if table.cost:
         out.append(table.cost.note())
@@ -338,9 +346,11 @@ def _html_block(table: Table1, block: Block) -> str:
     return styler.hide(axis="index").to_html(escape=False)
 
 
-def to_html(table: Table1) -> str:
+def to_html(table: Table1, *, general: bool = True) -> str:
+    """Table 1 as an HTML document; ``general=False``: with its own notes only (a page that
+    says the general ones once, :func:`notes`)."""
     blocks = [{"title": b.domain, "html": _html_block(table, b)} for b in table.blocks]
-    return _HTML.render(blocks=blocks, notes=notes(table, "html"))
+    return _HTML.render(blocks=blocks, notes=notes(table, "html", general=general))
 
 
 def _num(value: object, digits: int | None = None) -> str:

@@ -99,7 +99,9 @@ def write_figures(
     """Figure 1 for the grid cells present; Figure 2 (dynamics, clip per μ) when curves exist;
     the aggregate view (gppo/analysis/aggregate.py: Mean/IQM intervals, P(cell > reference)).
 
-    A figure that cannot be drawn is reported in the returned warnings, never fatal.
+    A Figure 1 that cannot be drawn (e.g. an unknown divergence in published numbers) is skipped
+    and reported in the returned warnings; Figure 2 and the aggregate view are drawn from the
+    report's own tidy data, and an error there is raised.
     """
     from gppo.analysis import figures as F
 
@@ -281,8 +283,7 @@ def _axes_report(
     if plan is not None and plan.spec.axes:
         from gppo.grid.axes import plain_values
 
-        settings = plan.cells[0].settings if plan.cells else {}
-        home, select = plain_values(plan.spec, settings), list(plan.spec.select)
+        home, select = plain_values(plan.spec), list(plan.spec.select)
     return write_axes_report(
         tidy, out, fmts, select=select, home=home, figures=figures,
         reference=reference, benchmarks=order, k=k,

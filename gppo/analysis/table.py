@@ -183,6 +183,9 @@ class Table1:
     test: str = "pooled"
     #: the cost column (gppo.analysis.cost); None when no run logged a cost
     cost: TableCost | None = None
+    #: the comparisons corrected together when more than this table's (a sweep with axes:
+    #: every point's, :func:`gppo.analysis.axes.recorrect`), as the † note names them
+    family: str | None = None
 
     def mark(self, reason: str | None) -> str:
         return next((f.mark for f in self.footnotes if f.reason == reason), "")

@@ -82,7 +82,7 @@ def plan(
 ) -> None:
     """Show the cells of a spec: coordinates, δ, proximal region at μ = 0.01/0.1/0.5/0.9, seed, and
     each cell's exact job command."""
-    from gppo.grid.load import fmt_interval, plan_rows
+    from gppo.grid.load import plan_rows
 
     p = _plan(spec)
     from gppo.sweep.budget import check_budget
@@ -94,24 +94,15 @@ def plan(
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
         return
-    from rich.table import Table
+    from rich.console import Console
 
     console = _console()
     from gppo.grid.sharing import runs_text
 
-    table = Table(title=f"sweep {p.sweep_id}: {runs_text(p.cells)}")
-    for col in ("cell", "method", "divergence", "estimator", "δ"):
-        table.add_column(col)
-    for mu in rows[0]["mus"] if rows else ():
-        table.add_column(f"μ={mu}")
-    table.add_column("seed")
-    for r in rows:
-        regions = [fmt_interval(*x) for x in r["region"]] if r["region"] else ["-"] * len(r["mus"])
-        delta = "-" if r["delta"] is None else f"{r['delta']:.4g}"
-        table.add_row(
-            r["cell"], r["method"], r["divergence"] or "-", r["estimator"] or "-", delta,
-            *regions, str(r["seed"]),
-        )  # fmt: skip
+    title = f"sweep {p.sweep_id}: {runs_text(p.cells)}"
+    table = _plan_table(rows, list(p.spec.axes), title, full=True)
+    if Console(width=1000).measure(table).maximum > console.width:
+        table = _plan_table(rows, list(p.spec.axes), title, full=False)
     console.print(table)
     console.print("[bold]job commands[/bold] (environment, then argv)")
     for r in rows:
@@ -125,6 +116,41 @@ def plan(
 
     for line in plan_lines(p, fc):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _plan_table(rows: list[dict[str, Any]], axes: list[str], title: str, *, full: bool) -> Any:
+    """``plan``'s table: the cell id (never cut: other columns wrap first), one column per axis
+    (its value, or "all" where the axis does not move the cell: one set of runs stands at every
+    point), δ, the region at each μ and the seed; ``full``: also method, divergence and estimator
+    (the id says them too: a console too narrow for them gets the compact table without them)."""
+    from rich import box
+    from rich.table import Table
+
+    from gppo.cell import axis_value_text
+    from gppo.grid.axes import short_names
+    from gppo.grid.load import fmt_interval
+
+    names = short_names(axes)
+    table = Table(title=title)
+    if not full:
+        table.box, table.pad_edge, table.collapse_padding = box.SIMPLE_HEAD, False, True
+    width = max((len(r["cell"]) for r in rows), default=4)
+    table.add_column("cell", no_wrap=True, min_width=width)
+    for name in names.values():
+        table.add_column(name, no_wrap=True)
+    for col in ("method", "divergence", "estimator") if full else ():
+        table.add_column(col)
+    table.add_column("δ")
+    for mu in rows[0]["mus"] if rows else ():
+        table.add_column(f"μ={mu}")
+    table.add_column("seed", no_wrap=True)
+    for r in rows:
+        regions = [fmt_interval(*x) for x in r["region"]] if r["region"] else ["-"] * len(r["mus"])
+        delta = "-" if r["delta"] is None else f"{r['delta']:.4g}"
+        point = [axis_value_text(r["axes"][a]) if a in r["axes"] else "all" for a in names]
+        coords = [r["method"], r["divergence"] or "-", r["estimator"] or "-"] if full else []
+        table.add_row(r["cell"], *point, *coords, delta, *regions, str(r["seed"]))
+    return table
 
 
 @command()

@@ -343,15 +343,20 @@ def expand_axes(spec: GridSpec, file: str, expand_one: Any) -> list[Any]:
     return out
 
 
-def plain_values(spec: GridSpec, settings: dict[str, Any]) -> dict[str, Any]:
-    """Each axis's value in the spec without the axis (``calibration.r_min``: 0.8 by default;
-    a backend field: ``settings``, the section as validated): the report's home point."""
+def plain_values(spec: GridSpec) -> dict[str, Any]:
+    """The report's home point: each axis's value in the spec without the axis, as resolved
+    (defaults included: ``calibration.r_min`` 0.8, ``eval.k`` 8, a backend field its settings
+    model's default, e.g. ``local.lr`` 1e-4 where the spec's ``local:`` sets none), or, where
+    the axis's values do not include that value, the axis's first value."""
+    from gppo.backends.base import get_backend
+
     data = spec.model_dump(mode="json", exclude={"axes", "select", "settings"})
-    data[spec.backend] = settings
+    settings = get_backend(spec.backend).validate_settings(spec.settings)
+    data[spec.backend] = settings.model_dump(mode="json")
     out = {}
-    for path in spec.axes:
+    for path, values in spec.axes.items():
         node: Any = data
         for part in path.split("."):
             node = node.get(part) if isinstance(node, dict) else None
-        out[path] = node
+        out[path] = next((v for v in values if v == node), values[0])
     return out

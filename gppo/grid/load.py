@@ -206,6 +206,7 @@ def plan_rows(plan: Plan, *, regions: bool = True) -> list[dict[str, Any]]:
                 "estimator": cell.estimator,
                 "delta": cell.delta,
                 "seed": cell.seed,
+                "axes": dict(cell.axes),  # the axes that move the cell -> its value there
                 "region": region_preview(cell) if regions else None,
                 "mus": list(PREVIEW_MUS),
                 "config_hash": cell.config_hash,

@@ -14,6 +14,7 @@ from mlflow import MlflowClient
 
 from gppo import metrics as M
 from gppo.backends.cell_run import CellRun
+from gppo.cell import axis_suffix, cell_id
 from gppo.store.state import SweepRef
 from gppo.store.tracking import Tracking
 from gppo.sweep.dispatcher import submission_id
@@ -71,15 +72,26 @@ class Store:
         eval_base: bool = True,
         curves: dict[str, list[float]] | None = None,
         k: int = 8,
+        axes: dict[str, object] | None = None,
     ) -> str:
         """One attempt's run of a cell, ended with MLflow ``status`` 0.5 s after it started:
         ``base`` (the step-0 evaluation), ``curves`` (training metrics at steps 1, 2, ...),
         ``scores`` (the final evaluation, at step 10 or the curves' last) and, with
         ``finished``, the finished tag. ``eval_base=False``: the step-0 evaluation without its
-        ``eval_base/...`` names (a run that broke the protocol, or one older than it)."""
-        cell = make_cell(
-            divergence, estimator, method=method, seed=seed, settings={"domain": domain}, eval_k=k
+        ``eval_base/...`` names (a run that broke the protocol, or one older than it).
+        ``axes``: the cell's axis point (its id and tags as the expansion gives them)."""
+        point = dict(axes or {})
+        suffix = axis_suffix(point)
+        grid = method == "gppo"
+        cid = (
+            cell_id(str(divergence), estimator, seed, suffix)
+            if grid
+            else cell_id(method, None, seed, suffix)
         )
+        cell = make_cell(
+            divergence, estimator, method=method, seed=seed, settings={"domain": domain},
+            eval_k=k, axes=point, id=cid,
+        )  # fmt: skip
         rid = self.tracking.create_cell_run(
             self.exp,
             self.parent,

@@ -235,3 +235,48 @@ def test_plan_estimates_wall_time_from_earlier_runs(tmp_path, monkeypatch):
         in (result.stdout)
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # read only
+
+
+@pytest.mark.parametrize("columns", ["100", "200"])
+def test_plan_table_shows_each_axis_and_never_cuts_an_id(tmp_path, monkeypatch, columns):
+    monkeypatch.chdir(tmp_path)
+    text = BASE + "baselines: [gspo]\naxes: {calibration.r_min: [0.7, 0.8], probe.steps: [1, 20]}\n"
+    (tmp_path / "grid.yaml").write_text(text)
+    result = CliRunner().invoke(app, ["plan", "grid.yaml"], env={"COLUMNS": columns})
+    assert result.exit_code == 0, result.output
+    table = result.stdout.split("job commands")[0]
+    assert all(len(line) <= int(columns) for line in table.splitlines())
+    header = next(ln for ln in table.splitlines() if " cell " in ln).replace("┃", " ").split()
+    assert header[:3] == ["cell", "r_min", "steps"]
+    rows = {
+        ln.replace("│", " ").split()[0]: ln.replace("│", " ").split()[1:3]
+        for ln in table.splitlines()
+        if "-s0" in ln
+    }
+    cells = load_plan(tmp_path / "grid.yaml").cells
+    # every id whole, with its axis values; gspo (not moved by r_min) stands at "all" of them
+    assert rows == {
+        c.id: [str(c.axes.get("calibration.r_min", "all")), str(c.axes["probe.steps"])]
+        for c in cells
+    }
+    assert rows["gspo_steps20-s0"] == ["all", "20"]
+
+
+@pytest.mark.parametrize(
+    ("axes", "home"),
+    [
+        ("{local.lr: [3.0e-5, 1.0e-4, 3.0e-4]}", {"local.lr": 1.0e-4}),  # the backend's default
+        ("{calibration.r_min: [0.9, 0.8]}", {"calibration.r_min": 0.8}),  # the spec's default
+        ("{local.steps: [3, 5]}", {"local.steps": 5}),  # the spec's own local: steps: 5
+        ("{local.lr: [3.0e-5, 3.0e-4]}", {"local.lr": 3.0e-5}),  # 1e-4 is no point: the first
+    ],
+)
+def test_home_point_is_the_specs_own_resolved_value(tmp_path, axes, home):
+    from gppo.grid.axes import plain_values
+
+    spec = tmp_path / "grid.yaml"
+    spec.write_text(
+        "name: h\nbackend: local\nlocal: {domain: math, steps: 5}\n"
+        f"grid: {{divergences: [tv], estimators: [mc]}}\naxes: {axes}\n"
+    )
+    assert plain_values(load_plan(spec).spec) == home

@@ -89,7 +89,7 @@ def test_axes_launch_relaunch_and_selection(tmp_path):
         benches = [k for k in top.data.metrics if M.parse_eval_metric(k) and k.count("/") == 2]
         avg = 100 * sum(top.data.metrics[k] for k in benches) / len(benches)
         assert row["avg"] == pytest.approx(avg, abs=0.051)
-    assert {"response.png", "rank_stability.md", "table1.csv", "report.html"} <= {
+    assert {"axis_response.png", "rank_stability.md", "table1.csv", "report.html"} <= {
         p.name for p in folder.iterdir()
     }
 
