@@ -75,9 +75,9 @@ def retry_locked(fn: Callable[[], T], *, attempts: int = 30, base_s: float = 0.0
 def log_metrics(
     client: Any, run_id: str, values: dict[str, float], step: int, timestamp_ms: int | None = None
 ) -> None:
-    """Log many metrics of one step in one ``log_batch`` (retried when the store is locked).
-
-    This is the helper backends' entrypoints should use to write into a SQLite store."""
+    """Log many metrics of one step in one ``log_batch`` (retried when the store is locked): the
+    launcher's one-off metrics of a run (its resources, its cost). A cell's entrypoint writes
+    through :class:`gppo.store.run_logger.RunLogger` (:class:`gppo.backends.cell_run.CellRun`)."""
     from mlflow.entities import Metric
 
     ts = timestamp_ms if timestamp_ms is not None else int(time.time() * 1000)

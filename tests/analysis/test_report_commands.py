@@ -133,7 +133,11 @@ def test_regions_draws_figure1_and_prints_bounds(tmp_path):
     args = ["regions", "-d", "tv", "-d", "kl", "-e", "atomic", "--r-min", "0.8", "-o", str(out)]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert out.exists() and out.stat().st_size > 0
+    svg = out.read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    # one panel per divergence, titled with its δ, and the Atomic bounds drawn in each
+    assert "<!-- TV (δ = 0.2) -->" in svg and "<!-- KL (δ = 0.2231) -->" in svg
+    assert "<!-- Atomic r_lo -->" in svg and "<!-- Atomic r_hi -->" in svg
     assert "0.22314" in result.output  # δ_KL = -log 0.8
     assert "1.222" in result.output  # tv-atomic r_hi at μ = 0.9: 1 + 0.2 / 0.9
 
