@@ -128,7 +128,7 @@ def effects(table: dict[str, float], design: Design, sweeps: int, seed: int, noi
     names = list(table)
     same = [k in SAME_RUNS for k in names]
     r = simulate(list(table.values()), design, sweeps, np.random.default_rng(seed), noise, same, 1)
-    sep = r.status == SEPARATED
+    sep, futile, at_max = r.status == SEPARATED, r.status == FUTILE, r.n >= design.max_seeds
     rows = []
     for j, k in enumerate(names):
         rows.append(
@@ -138,8 +138,8 @@ def effects(table: dict[str, float], design: Design, sweeps: int, seed: int, noi
                 "seeds (mean)": "same runs" if same[j] else f"{r.n[:, j].mean():.2f}",
                 "separated": f"{sep[:, j].mean():.3f}",
                 "equivalent": f"{(r.status[:, j] == EQUIVALENT).mean():.3f}",
-                "futile (bound / max)": f"{((r.status[:, j] == FUTILE) & (r.n[:, j] < design.max_seeds)).mean():.3f}"
-                f" / {((r.status[:, j] == FUTILE) & (r.n[:, j] >= design.max_seeds)).mean():.3f}",
+                "futile (bound / max)": f"{(futile[:, j] & ~at_max[:, j]).mean():.3f}"
+                f" / {(futile[:, j] & at_max[:, j]).mean():.3f}",
                 "fixed Holm": f"{r.fixed_holm[:, j].mean():.3f}",
                 "power diff": f"{sep[:, j].mean() - r.fixed_holm[:, j].mean():+.3f}",
                 "fixed BH": f"{r.fixed_bh[:, j].mean():.3f}",

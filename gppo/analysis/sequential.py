@@ -25,11 +25,12 @@ with Applications to Clinical Trials*, 2000):
    (reject where ``2 P(T_df > |T|) <= p_j``): Jennison & Turnbull's "significance level approach"
    (§3.8), exact at each look on its own. Jointly the t's of successive looks, whose variance
    estimates differ, are less correlated than the z's, so the levels add up to more than α where
-   ``df`` is small: 5.5% for a lone pair at 2-8 seeds (df 2 to 14). Pooling over the table keeps
+   ``df`` is small: 5.4% for a lone pair at 2-8 seeds (df 2 to 14). Pooling over the table keeps
    ``df`` usable (17 rows and the reference at 2 seeds: df = 18, error under α); a pool with
-   under 10 df at the first look spends a smaller α instead, calibrated by a seeded simulation of
-   its null t statistics (:func:`gppo.analysis.spending.t_calibrated_alpha`). The benchmark
-   (``benchmarks/sim_adaptive_seeds.py``) measures the joint error, a lone pair included.
+   under 10 df at the first look spends a smaller α instead (4.5% for that pair), calibrated by a
+   seeded simulation of its null t statistics (:func:`gppo.analysis.spending.t_calibrated_alpha`).
+   The benchmark (``benchmarks/sim_adaptive_seeds.py``) measures the joint error, a lone pair
+   included.
 4. **Correction over the table's rows**, K the rows compared (``Design.rows``, e.g. with the base
    model's row decided outside this rule): Holm's step-down in the group-sequential form of
    Maurer & Bretz (Stat. Biopharm. Res. 5, 2013), the default: a separated row passes its level
@@ -62,10 +63,10 @@ sweep at ``max`` seeds (the benchmark measures how much).
 
 **Why not an anytime-valid method** (confidence sequences, e-processes: the ``confseq``,
 ``savvi`` and ``expectation`` packages): they hold the error at every n with no planned end, and
-pay for it with bounds far wider at 2-10 runs than a design that knows its looks and its ``max``;
-their t versions are asymptotic or need a prior on the variance. A group-sequential design is the
-textbook answer for a handful of planned looks; :mod:`gppo.analysis.spending` computes its
-bounds.
+pay for it with wider bounds at any given n than a design that knows its looks and its ``max``;
+their t versions are asymptotic or need a prior on the variance, neither apt at 2-10 runs. A
+group-sequential design is the textbook answer for a handful of planned looks;
+:mod:`gppo.analysis.spending` computes its bounds.
 
 :func:`decide` takes one table's scores; :func:`decide_batch` the same rule on arrays of many
 simulated tables at once (it is what :func:`decide` calls).
@@ -102,7 +103,8 @@ class Design:
     """The adaptive design of one table: ``seeds: {min, max}``, the batch per round, ``α``, the
     equivalence margin in points (None: no equivalence decisions), the size of the correction's
     family (``rows``; None: the rows given to :func:`decide`), the correction, the futility
-    threshold and the spending function (:data:`gppo.analysis.spending.SPENDING`). Bad values raise ``ValueError`` in one line naming the field."""
+    threshold and the spending function (:data:`gppo.analysis.spending.SPENDING`). Bad values
+    raise ``ValueError`` in one line naming the field."""
 
     min_seeds: int = 2
     max_seeds: int = 8

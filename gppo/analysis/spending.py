@@ -172,15 +172,15 @@ def _null_pvalues(looks: tuple[int, ...], groups: int) -> np.ndarray:
 def t_calibrated_alpha(
     alpha: float, looks: tuple[int, ...], groups: int, kind: str = "power"
 ) -> float:
-    """The level ``α* <= α`` to spend so that the nominal levels of spending function ``kind``, applied to
-    the pooled t statistic of one row against the reference, reject a true ``Δ = 0`` at some look
-    with probability ``α`` when the pool's variance has few degrees of freedom.
+    """The level ``α* <= α`` to spend so that the nominal levels of spending function ``kind``,
+    applied to the pooled t statistic of one row against the reference, reject a true ``Δ = 0`` at
+    some look with probability ``α`` when the pool's variance has few degrees of freedom.
 
     Null paths (:func:`_null_pvalues`): row and reference at ``looks[j]`` seeds each, look j's
-    t statistic on ``df_j = groups (looks[j] - 1)``. The joint law of those t's is
-    not the z's that the bounds were computed for: their variance estimates differ between looks,
-    so they are less correlated than the z's and each look's exact nominal level adds up to more
-    than α (5.5% for a lone pair at 2-8 seeds, df 2 to 14). ``α`` itself where the pool has
+    t statistic on ``df_j = groups (looks[j] - 1)``. The joint law of those t's is not the z's
+    that the bounds were computed for: their variance estimates differ between looks, so they are
+    less correlated than the z's and each look's exact nominal level adds up to more than α (5.4%
+    for a lone pair at 2-8 seeds, df 2 to 14, ``power`` spending). ``α`` itself where the pool has
     ``CALIBRATE_BELOW_DF`` degrees of freedom or more at the first look (the error is then held
     within the simulation's precision: ``benchmarks/sim_adaptive_seeds.py``), or where the
     paths' error at ``α`` is already at most the target: α less two Monte Carlo standard errors
@@ -196,7 +196,7 @@ def t_calibrated_alpha(
         levels = nominal_levels(a, fractions, True, kind)
         return float((p <= np.asarray(levels)).any(axis=1).mean())
 
-    # aim two Monte Carlo standard errors under α, so that the paths' own noise errs on the safe side
+    # aim two Monte Carlo standard errors under α: the paths' own noise errs on the safe side
     target = alpha - 2 * math.sqrt(alpha * (1 - alpha) / CALIBRATION_PATHS)
     if error(alpha) <= target:
         return alpha
