@@ -323,12 +323,14 @@ def decide(
     design: Design,
     decided: Mapping[str, str] | None = None,
     same_runs: Collection[str] = (),
+    look: int | None = None,
 ) -> Round:
     """Apply the rule to one table: ``rows`` maps a row's name to its per-seed scores (shape
     ``(n,)``), ``reference`` the reference's (shape ``(m,)``); ``decided`` maps rows decided at
     an earlier look to their status word (kept as they are); ``same_runs``: rows run on the
     reference's own runs. The look is the one the seed counts are at (the state is the data, so
-    a relaunched launcher gets the same answer). The pooled variance is over the reference and
+    a relaunched launcher gets the same answer); ``look`` (0-based), where given, is checked
+    against the reference's seeds (``design.looks[look]``). The pooled variance is over the reference and
     every row not in ``same_runs``."""
     decided = dict(decided or {})
     names = list(rows)
@@ -336,6 +338,11 @@ def decide(
     if unknown:
         raise ValueError(f"rows not in the table: {', '.join(unknown)}")
     ref = np.asarray(reference, float)
+    if look is not None and not (0 <= look < len(design.looks) and design.looks[look] == ref.size):
+        raise ValueError(
+            f"look {look}: the reference has {ref.size} seeds; the design's looks are at "
+            f"{', '.join(map(str, design.looks))} seeds"
+        )
     groups = [np.asarray(rows[k], float) for k in names]
     if ref.size < 2 or any(g.size < 2 for g in groups):
         raise ValueError("every row and the reference need at least 2 seeds (seeds.min >= 2)")

@@ -171,7 +171,9 @@ def test_open_rows_and_the_reference_get_the_next_batch_decided_rows_none():
     assert out.next_seeds["far"] == 0 and out.next_seeds["near"] == 2
     assert out.next_seeds["chi2/mc"] == 0 and out.reference_next == 2
     done = {k: "futile" for k in [*others, "near"]}
-    later = decide(rows, ref, design, decided=done, same_runs={"chi2/mc"})
+    with pytest.raises(ValueError, match="look 1: the reference has 2 seeds"):
+        decide(rows, ref, design, same_runs={"chi2/mc"}, look=1)
+    later = decide(rows, ref, design, decided=done, same_runs={"chi2/mc"}, look=0)
     assert later.rows["near"].status == "futile" and later.rows["near"].reason == "earlier"
     assert later.done and later.reference_next == 0
 
