@@ -149,7 +149,8 @@ def alias_cells() -> dict[str, str]:
     out = {}
     for name in METHODS.names(ALIAS):
         m = METHODS.get(name)
-        out[name] = defaults.grid_label(m.divergence, m.estimator)
+        if m.divergence and m.estimator:  # every alias names its grid cell
+            out[name] = defaults.grid_label(m.divergence, m.estimator)
     return out
 
 

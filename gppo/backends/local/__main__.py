@@ -80,6 +80,108 @@ def _process_age_s() -> float:
     return time.time() - psutil.Process().create_time()
 
 
+class _Measures:
+    """A cell's evaluations (avg@k, the base's from the cache) and answer probes, logged through
+    ``log`` when given, with the seconds they took (``eval_s``)."""
+
+    def __init__(self, cell: Cell, s: Any, domain: Any, benchmarks: list[str], base: Any,
+                 log: CellRun | None, say: Any) -> None:  # fmt: skip
+        from gppo.testbed.answer_prob import probe_problems
+
+        self.cell, self.s, self.domain, self.benchmarks = cell, s, domain, benchmarks
+        self.base, self.policy, self.log, self.say = base, base.policy, log, say
+        self.evals: dict[int, dict[str, float]] = {}
+        self.probes: dict[int, dict[str, float]] = {}
+        self.probe_set = probe_problems(domain)
+        self.reused = False  # the base's step-0 evaluation came from the cache
+        self.eval_s = 0.0
+
+    def _measure(self) -> dict[str, float]:
+        from gppo.testbed.evaluate import evaluate
+
+        s = self.s
+        return evaluate(self.policy, self.domain, self.benchmarks, self.cell.eval_k, s.eval_seed,
+                        s.eval_prompts)  # fmt: skip
+
+    def evaluate(self, step: int) -> None:
+        """avg@k at ``step`` (0: the base model, the same numbers in every cell, computed once)."""
+        from gppo.testbed.base_eval import cached_base_eval
+
+        t0, k = time.perf_counter(), self.cell.eval_k
+        if step == 0:
+            res, self.reused = cached_base_eval(
+                self.base, self.s, self.benchmarks, k, self._measure
+            )
+        else:
+            res = self._measure()
+        self.evals[step] = evaluation_points(res, k, base=False)
+        if self.log is not None:
+            self.log.log_evaluation(res, step)
+        self.say(
+            f"[{self.cell.id}] eval step {step}: "
+            + json.dumps({key: round(v, 3) for key, v in res.items()})
+            + (
+                " (the base model's, computed by an earlier cell)"
+                if step == 0 and self.reused
+                else ""
+            )
+        )
+        self.eval_s += time.perf_counter() - t0
+
+    def probe(self, step: int) -> None:
+        """The correct answers' probability (teacher-forced, no randomness): the exploration
+        study's direct measure of how fast RL raises them (docs/studies/exploration.md)."""
+        from gppo.testbed.answer_prob import answer_summary
+
+        a = answer_summary(self.policy, self.probe_set)
+        self.probes[step] = a
+        if self.log is not None:
+            self.log.log(
+                {
+                    M.PROBE_P_ANSWER: a["p_answer"],
+                    M.PROBE_ANSWER_TOKEN_MU: a["answer_token_mu"],
+                    M.PROBE_ANSWER_RARE_FRAC: a["answer_rare_frac"],
+                },
+                step,
+            )
+
+    def select(self) -> None:
+        """The held-out selection score (validation prompts, never reported), at the last step."""
+        from gppo.testbed.evaluate import avg_at_k
+
+        t0, s, k = time.perf_counter(), self.s, self.cell.eval_k
+        sets = {b: self.domain.validation(b)[: s.eval_prompts] for b in self.benchmarks}
+        picked = avg_at_k(self.policy, self.domain, sets, k, s.eval_seed)
+        points = {M.select_metric(k, b): v for b, v in picked.items()}
+        points[M.select_metric(k)] = sum(picked.values()) / len(picked)
+        if self.log is not None:
+            self.log.log(points, s.steps)
+        self.eval_s += time.perf_counter() - t0
+
+
+def _train(cell: Cell, s: Any, trainer: Any, measures: _Measures, log: CellRun | None, say: Any,
+           t_start: float) -> list[dict[str, float]]:  # fmt: skip
+    """``s.steps`` training steps, each logged; the probe and the periodic evaluations between."""
+    history = []
+    for step in range(1, s.steps + 1):
+        out = trainer.step()
+        wall = time.perf_counter() - t_start
+        history.append(out)
+        if log is not None:
+            log.log_train_step(step, out, wall_time_s=wall)
+        if M.probe_step(step, s.steps):
+            measures.probe(step)
+        if step % 5 == 0 or step == s.steps:
+            say(
+                f"[{cell.id}] step {step} score {out['score']:.3f} "
+                f"clip {out.get('clip_frac_low', 0) + out.get('clip_frac_high', 0):.4f} "
+                f"kl {out.get('approx_kl', 0):.2e} {wall:.1f}s"
+            )
+        if s.eval_every and step % s.eval_every == 0 and step != s.steps:
+            measures.evaluate(step)
+    return history
+
+
 def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> dict[str, Any]:
     """Train and evaluate one cell, logging into its run through ``log`` when given (the
     backend protocol: :mod:`gppo.backends.cell_run`)."""
@@ -88,9 +190,6 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
     from gppo.backends.cell_loss import make_loss
     from gppo.backends.local.settings import LocalSettings
     from gppo.backends.local.train import Trainer
-    from gppo.testbed.answer_prob import answer_summary, probe_problems
-    from gppo.testbed.base_eval import cached_base_eval
-    from gppo.testbed.evaluate import avg_at_k, evaluate
     from gppo.testbed.tasks import get_domain
     from gppo.testbed.warmstart import load_base_model, warmstart_hash
 
@@ -111,96 +210,47 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
     t_base = time.perf_counter() - t_start
     say(f"[{cell.id}] base model {base.source} ({base.path}) in {t_base:.1f}s")
 
-    evals: dict[int, dict[str, float]] = {}
-
-    def measure() -> dict[str, float]:
-        return evaluate(policy, domain, benchmarks, cell.eval_k, s.eval_seed, s.eval_prompts)
-
-    reused = False
-
-    def do_eval(step: int) -> None:
-        nonlocal reused
-        if step == 0:  # the base model: the same numbers in every cell, computed once
-            res, reused = cached_base_eval(base, s, benchmarks, cell.eval_k, measure)
-        else:
-            res = measure()
-        evals[step] = evaluation_points(res, cell.eval_k, base=False)
-        if log is not None:
-            log.log_evaluation(res, step)
-        say(
-            f"[{cell.id}] eval step {step}: "
-            + json.dumps({k: round(v, 3) for k, v in res.items()})
-            + (" (the base model's, computed by an earlier cell)" if step == 0 and reused else "")
-        )
-
-    probe_set = probe_problems(domain)
-    probes: dict[int, dict[str, float]] = {}
-
-    def probe(step: int) -> None:
-        """The correct answers' probability (teacher-forced, no randomness): the exploration
-        study's direct measure of how fast RL raises them (docs/studies/exploration.md)."""
-        a = answer_summary(policy, probe_set)
-        probes[step] = a
-        if log is not None:
-            log.log(
-                {
-                    M.PROBE_P_ANSWER: a["p_answer"],
-                    M.PROBE_ANSWER_TOKEN_MU: a["answer_token_mu"],
-                    M.PROBE_ANSWER_RARE_FRAC: a["answer_rare_frac"],
-                },
-                step,
-            )
-
-    t_eval0 = time.perf_counter()
-    do_eval(0)
-    probe(0)
-    t_eval = time.perf_counter() - t_eval0
+    measures = _Measures(cell, s, domain, benchmarks, base, log, say)
+    measures.evaluate(0)
+    t0 = time.perf_counter()
+    measures.probe(0)
+    measures.eval_s += time.perf_counter() - t0  # the base's probe counts as evaluation time
     base_params = [q.detach().clone() for q in policy.parameters()]
     trainer = Trainer(policy, domain, s, loss_fn, cell.seed, agg)
     t_train0 = time.perf_counter()
-    history = []
-    for step in range(1, s.steps + 1):
-        out = trainer.step()
-        wall = time.perf_counter() - t_start
-        history.append(out)
-        if log is not None:
-            log.log_train_step(step, out, wall_time_s=wall)
-        if M.probe_step(step, s.steps):
-            probe(step)
-        if step % 5 == 0 or step == s.steps:
-            say(
-                f"[{cell.id}] step {step} score {out['score']:.3f} "
-                f"clip {out.get('clip_frac_low', 0) + out.get('clip_frac_high', 0):.4f} "
-                f"kl {out.get('approx_kl', 0):.2e} {wall:.1f}s"
-            )
-        if s.eval_every and step % s.eval_every == 0 and step != s.steps:
-            t0 = time.perf_counter()
-            do_eval(step)
-            t_eval += time.perf_counter() - t0
-    t_train = time.perf_counter() - t_train0
+    history = _train(cell, s, trainer, measures, log, say, t_start)
+    t_train = time.perf_counter() - t_train0  # (the periodic evaluations included, as before)
     if s.steps > 0:
-        t0 = time.perf_counter()
-        do_eval(s.steps)
-        t_eval += time.perf_counter() - t0
-    if cell.select:  # the held-out selection score: validation prompts, never reported
-        t0 = time.perf_counter()
-        sets = {b: domain.validation(b)[: s.eval_prompts] for b in benchmarks}
-        picked = avg_at_k(policy, domain, sets, cell.eval_k, s.eval_seed)
-        picked_points = {M.select_metric(cell.eval_k, b): v for b, v in picked.items()}
-        picked_points[M.select_metric(cell.eval_k)] = sum(picked.values()) / len(picked)
-        if log is not None:
-            log.log(picked_points, s.steps)
-        t_eval += time.perf_counter() - t0
-    prof = trainer.profile
+        measures.evaluate(s.steps)
+    if cell.select:
+        measures.select()
     delta = sum(
         float((q.detach() - b).pow(2).sum())
         for q, b in zip(policy.parameters(), base_params, strict=False)
     )
-    perf = {
-        M.PERF_PARAM_DELTA_L2: delta**0.5,
+    perf = _perf(trainer.profile, delta**0.5, t_base, measures, t_train, t_start, startup)
+    if log is not None:
+        log.log(perf, s.steps)
+        log.finish(s.steps)
+    return {
+        "cell": cell.id,
+        "built_base": base.built,
+        "base_source": base.source,
+        "evals": {str(k): v for k, v in measures.evals.items()},
+        "probes": {str(k): v for k, v in measures.probes.items()},
+        "history": history,
+        "perf": perf,
+    }
+
+
+def _perf(prof: Any, delta_l2: float, t_base: float, measures: _Measures, t_train: float,
+          t_start: float, startup: float) -> dict[str, float]:  # fmt: skip
+    """The cell's ``perf/*`` metrics: where its time and memory went."""
+    return {
+        M.PERF_PARAM_DELTA_L2: delta_l2,
         M.PERF_BASE_MODEL_S: t_base,
-        M.PERF_EVAL_S: t_eval,
-        M.PERF_BASE_EVAL_REUSED: float(reused),
+        M.PERF_EVAL_S: measures.eval_s,
+        M.PERF_BASE_EVAL_REUSED: float(measures.reused),
         M.PERF_TRAIN_S: t_train,
         M.PERF_SAMPLE_S: prof.sample_s,
         M.PERF_UPDATE_S: prof.update_s,
@@ -211,18 +261,6 @@ def run_cell(cell: Cell, log: CellRun | None = None, verbose: bool = True) -> di
         M.PERF_STARTUP_S: startup,
         M.PERF_FORKED: float(os.environ.get(ENV_FORKED) == "1"),  # by the fork server
         M.PERF_CPU_S: time.process_time(),  # whole process, imports included
-    }
-    if log is not None:
-        log.log(perf, s.steps)
-        log.finish(s.steps)
-    return {
-        "cell": cell.id,
-        "built_base": base.built,
-        "base_source": base.source,
-        "evals": {str(k): v for k, v in evals.items()},
-        "probes": {str(k): v for k, v in probes.items()},
-        "history": history,
-        "perf": perf,
     }
 
 
