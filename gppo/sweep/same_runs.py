@@ -70,7 +70,7 @@ class SameRuns:
             if not waiting or any(m.state in _BUSY for m in members):
                 continue
             done = next((m for m in members if m.state is DONE and m.run_id), None)
-            if done is not None:
+            if done is not None and done.run_id:
                 source = source_of(ctx.tracking.get_run(done.run_id))
                 for m in waiting:
                     self._serve(ctx, m, source, done.cell.id, emit)
