@@ -219,7 +219,9 @@ class BestPoint:
 
 def best_point(tidy: pd.DataFrame, select: list[str], **table_kwargs: Any) -> BestPoint | None:
     """Each cell at the value of the ``select`` axes with its best mean held-out selection score
-    (per domain and point of the other axes); None without selection scores."""
+    (per domain and point of the other axes); None without selection scores. The base model's
+    row stays where no ``select`` axis moves it (gppo/analysis/bases.py); where one does, the
+    cells stand on different bases and the table has none."""
     if not select or SELECTION not in tidy or tidy[SELECTION].notna().sum() == 0:
         return None
     others = [c for c in axis_columns(tidy) if c not in select]
@@ -228,7 +230,8 @@ def best_point(tidy: pd.DataFrame, select: list[str], **table_kwargs: Any) -> Be
     keys = ["domain", "cell", *others]
     by = scored.groupby([*keys, *select], dropna=False, sort=False)[SELECTION].mean()
     chosen_rows = []
-    kept = [tidy[tidy["cell"] == BASE]]
+    base = tidy[tidy["cell"] == BASE]  # a base a selection axis moves is no one row's: left out
+    kept = [base[base[list(select)].isna().all(axis=1)]]
     for _, group in by.groupby(level=list(range(len(keys))), dropna=False, sort=False):
         best = group.idxmax()
         values = dict(zip([*keys, *select], best, strict=True))

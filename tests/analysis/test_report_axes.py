@@ -331,3 +331,21 @@ def test_base_rows_carry_only_the_axes_that_move_the_base():
     running = [*moved[:2], BaseSource("math", 0, "tv/mc", {WT: 0.1}, "running", "c", {})]
     rows = base_rows(running, {WT: [0.25, 0.1]}, "tv/mc")
     assert [(r[WT], r["status"]) for r in rows] == [(0.25, "done"), (0.1, "running")]
+
+
+@pytest.mark.parametrize("base_moves", [True, False])
+def test_best_point_keeps_the_base_only_where_the_selection_does_not_move_it(tmp_path, base_moves):
+    rows = [
+        {"domain": "math", "cell": c, "benchmark": "add3", "seed": s, "score": 0.3 + 0.1 * v,
+         WT: v, "selection": 0.5 + v}
+        for c in ("tv/mc", "tv/atomic") for s in range(2) for v in (0.1, 0.25)
+    ]  # fmt: skip
+    for s in range(2):
+        for v in (0.1, 0.25) if base_moves else (None,):
+            rows.append({"domain": "math", "cell": "base", "benchmark": "add3", "seed": s,
+                         "score": v or 0.2, WT: v})  # fmt: skip
+    tidy = read_scores_csv(_csv(pd.DataFrame(rows), tmp_path))
+    best = best_point(tidy, [WT], reference="tv/mc")
+    assert best is not None
+    cells = [r.cell for r in best.tables[0].table.blocks[0].rows]
+    assert cells == (["tv/mc", "tv/atomic"] if base_moves else ["tv/mc", "tv/atomic", "base"])
