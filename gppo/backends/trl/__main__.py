@@ -236,18 +236,9 @@ def weights_line(trainer: Any) -> str:
     )
 
 
-def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
-    """Train and score one cell (the module docstring's four parts); returns the final scores
-    (on a process other than the main one: ``{}``, and ``run`` must be ``None`` there)."""
-    import torch
-    from transformers.trainer_callback import PrinterCallback
-
-    from gppo.backends.base import get_backend
-    from gppo.backends.cell_loss import make_loss
-    from gppo.backends.trl.trainer import GppoGRPOTrainer, use_mask_positions
-
-    t0 = time.perf_counter()
-    s = TrlSettings.model_validate(cell.settings)
+def _is_main(cell: Cell, s: TrlSettings, run: CellRun | None) -> bool:
+    """Whether this is the cell's main process (the one that scores and logs); refuses a process
+    count other than the settings' and a run handed to another process."""
     state = process_state(s)
     if state.num_processes != s.processes:
         raise BackendError(
@@ -255,12 +246,50 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
             f"{state.num_processes}; run it as the backend's job does (accelerate launch, "
             f"--num_processes {s.processes})"
         )
-    main = state.is_main_process
-    if run is not None and not main:
+    if run is not None and not state.is_main_process:
         raise BackendError(f"process {state.process_index} of {cell.id}: only the main one logs")
+    return bool(state.is_main_process)
+
+
+def _trainer(cell: Cell, s: TrlSettings, parts: CellParts, loss: tuple[Any, str], out_dir: Path,
+             run: CellRun | None, t0: float, main: bool) -> Any:  # fmt: skip
+    """TRL's GRPOTrainer with the cell's ``loss`` (function, aggregation), our step logger and
+    callback, without TRL's printer."""
+    from transformers.trainer_callback import PrinterCallback
+
+    from gppo.backends.trl.trainer import GppoGRPOTrainer
+
+    loss_fn, agg = loss
+    trainer = GppoGRPOTrainer(
+        model=parts.model,
+        args=grpo_config(s, cell.seed, out_dir, s.completion_length),
+        train_dataset=parts.data,
+        reward_funcs=[parts.reward],
+        processing_class=parts.tokenizer,
+        loss_fn=loss_fn,
+        loss_agg_mode=agg,
+    )
+    trainer.on_step = _StepLogger(trainer, s, run, t0, main)
+    trainer.add_callback(_callback(trainer, s))
+    trainer.remove_callback(PrinterCallback)  # its dict per update: the job log has our step lines
+    return trainer
+
+
+def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
+    """Train and score one cell (the module docstring's four parts); returns the final scores
+    (on a process other than the main one: ``{}``, and ``run`` must be ``None`` there)."""
+    import torch
+
+    from gppo.backends.base import get_backend
+    from gppo.backends.cell_loss import make_loss
+    from gppo.backends.trl.trainer import use_mask_positions
+
+    t0 = time.perf_counter()
+    s = TrlSettings.model_validate(cell.settings)
+    main = _is_main(cell, s, run)
     torch.set_num_threads(s.num_threads)
     benchmarks = list(cell.benchmarks) or list(get_backend("trl").default_benchmarks(s))
-    loss_fn, agg = make_loss(cell.method, cell.loss_params)  # fail fast on bad params
+    loss = make_loss(cell.method, cell.loss_params)  # fail fast on bad params
     if s.testbed:
         parts = testbed_parts(s, cell, benchmarks)
     else:
@@ -290,18 +319,7 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     else:
         _wait_for_everyone()  # every process decides the same way
     resume = last_complete_checkpoint(out_dir, main)
-    trainer = GppoGRPOTrainer(
-        model=parts.model,
-        args=grpo_config(s, cell.seed, out_dir, s.completion_length),
-        train_dataset=parts.data,
-        reward_funcs=[parts.reward],
-        processing_class=parts.tokenizer,
-        loss_fn=loss_fn,
-        loss_agg_mode=agg,
-    )
-    trainer.on_step = _StepLogger(trainer, s, run, t0, main)
-    trainer.add_callback(_callback(trainer, s))
-    trainer.remove_callback(PrinterCallback)  # its dict per update: the job log has our step lines
+    trainer = _trainer(cell, s, parts, loss, out_dir, run, t0, main)
     if resume:
         print(f"[trl] resuming from {resume}", flush=True)
         if run is not None:  # the step of the checkpoint this attempt resumed from
