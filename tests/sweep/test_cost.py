@@ -18,7 +18,7 @@ from gppo.store.comparable import Spent
 from gppo.store.cost import Hours, attempt_cost, cost_key, resource_metrics, run_hours
 from gppo.sweep.budget import Keeper, budget_lines, check_budget
 from gppo.sweep.estimate import plan_lines
-from gppo.sweep.forecast import NONE, PREFLIGHT, STORE, forecast
+from gppo.sweep.forecast import NONE, PREFLIGHT, STORE, forecast, status_lines
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -174,3 +174,15 @@ def test_a_malformed_budget_is_one_line_naming_the_field(tmp_path, budget, why):
     with pytest.raises(SpecError) as err:
         load_plan(local_spec(tmp_path, budget=budget))
     assert "budget" in str(err.value) and why in str(err.value) and "\n" not in str(err.value)
+
+
+def test_status_says_what_was_spent_and_forecasts_the_cells_not_done(tmp_path):
+    plan = load_plan(local_spec(tmp_path, cost={"cpu_hour": 2.0, "currency": "EUR"}))
+    fc = forecast(plan, walls=lambda _u, keys: {k: [1800.0, 1800.0] for k in keys})
+    ids = [c.id for c in plan.cells]
+    spent_line, left_line = status_lines(fc, Hours(0.25, 0.0, 900, 1), ids[1:], plan.spec.price)
+    assert spent_line == "spent so far: 0.250 CPU-h, 0 GPU-h = 0.500 EUR (1 runs)"
+    assert left_line.startswith("forecast left: 1.50 CPU-h [1.50, 1.50], 0 GPU-h = 3.00 EUR")
+    assert "for 3 runs" in left_line and "wall time ≈ 45m00s" in left_line
+    done = status_lines(fc, Hours(), [], None)
+    assert done[-1] == "forecast left: nothing (every cell done)"
