@@ -208,10 +208,12 @@ def test_radius_sweep_at_0_8_is_the_quick_start():
 
 
 @pytest.mark.slow  # MLflow's SQLite store
-def test_plan_estimates_wall_time_from_earlier_runs(tmp_path, monkeypatch):
+def test_plan_forecasts_from_comparable_earlier_runs(tmp_path, monkeypatch):
     from mlflow import MlflowClient
 
     from gppo import metrics as M
+    from gppo.backends.base import get_backend
+    from gppo.store.cost import cost_key
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
@@ -219,6 +221,14 @@ def test_plan_estimates_wall_time_from_earlier_runs(tmp_path, monkeypatch):
     exp = client.create_experiment("earlier")
     for wall_s in (100, 300):  # mean 200 s a run
         run = client.create_run(
+    cell = load_plan(tmp_path / "grid.yaml").cells[0]
+    key = cost_key(cell, get_backend("probe").job(cell).resources)  # every cell's: r_min is free
+    client = MlflowClient(uri)
+    exp = client.create_experiment("earlier")
+    for wall_s in (100, 300):  # mean 200 s a run
+        run = client.create_run(exp, tags={M.TAG_ROLE: M.ROLE_CELL, M.TAG_COST_KEY: key})
+        client.log_metric(run.info.run_id, M.COST_WALL_S, wall_s)
+        client.set_terminated(run.info.run_id, "FINISHED")
             exp, start_time=1_000_000, tags={M.TAG_ROLE: M.ROLE_CELL, M.TAG_BACKEND: "probe"}
         )
         client.set_terminated(run.info.run_id, "FINISHED", end_time=1_000_000 + wall_s * 1000)
@@ -229,11 +239,10 @@ def test_plan_estimates_wall_time_from_earlier_runs(tmp_path, monkeypatch):
     before = sorted(p.name for p in tmp_path.iterdir())
     result = CliRunner().invoke(app, ["plan", "grid.yaml"])
     assert result.exit_code == 0, result.output
-    # 6 runs x 200 s / 2 at a time = 600 s
-    assert (
-        "wall time ≈ 10m00s at max_concurrent=2 (mean 200 s a run over 2 earlier probe runs)"
-        in (result.stdout)
-    )
+    # 6 runs x 200 s / 2 at a time = 600 s; 1 CPU each: 6 x 200 / 3600 CPU-h
+    assert "0.333 CPU-h [" in result.stdout and "0 GPU-h for 6 runs" in result.stdout
+    assert "wall time ≈ 10m00s [" in result.stdout and "at max_concurrent=2" in result.stdout
+    assert "(store: mean of 2 comparable finished runs)" in result.stdout
     assert sorted(p.name for p in tmp_path.iterdir()) == before  # read only
 
 
