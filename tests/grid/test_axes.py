@@ -217,10 +217,10 @@ def test_plan_forecasts_from_comparable_earlier_runs(tmp_path, monkeypatch):
 
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{tmp_path}/mlflow.db"
-    client = MlflowClient(uri)
-    exp = client.create_experiment("earlier")
-    for wall_s in (100, 300):  # mean 200 s a run
-        run = client.create_run(
+    (tmp_path / "grid.yaml").write_text(
+        BASE + f"tracking: {{uri: '{uri}'}}\nray: {{max_concurrent: 2}}\n"
+        "axes: {calibration.r_min: [0.7, 0.8, 0.9]}\n"
+    )
     cell = load_plan(tmp_path / "grid.yaml").cells[0]
     key = cost_key(cell, get_backend("probe").job(cell).resources)  # every cell's: r_min is free
     client = MlflowClient(uri)
@@ -229,13 +229,6 @@ def test_plan_forecasts_from_comparable_earlier_runs(tmp_path, monkeypatch):
         run = client.create_run(exp, tags={M.TAG_ROLE: M.ROLE_CELL, M.TAG_COST_KEY: key})
         client.log_metric(run.info.run_id, M.COST_WALL_S, wall_s)
         client.set_terminated(run.info.run_id, "FINISHED")
-            exp, start_time=1_000_000, tags={M.TAG_ROLE: M.ROLE_CELL, M.TAG_BACKEND: "probe"}
-        )
-        client.set_terminated(run.info.run_id, "FINISHED", end_time=1_000_000 + wall_s * 1000)
-    (tmp_path / "grid.yaml").write_text(
-        BASE + f"tracking: {{uri: '{uri}'}}\nray: {{max_concurrent: 2}}\n"
-        "axes: {calibration.r_min: [0.7, 0.8, 0.9]}\n"
-    )
     before = sorted(p.name for p in tmp_path.iterdir())
     result = CliRunner().invoke(app, ["plan", "grid.yaml"])
     assert result.exit_code == 0, result.output
