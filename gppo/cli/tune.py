@@ -8,7 +8,7 @@ no study; 2 malformed spec (one line ``FILE: field.path: message`` on stderr, no
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -50,15 +50,11 @@ def tune(
     """
     from rich.console import Console
 
-    from gppo.errors import StoreNotShared, TuneError
-    from gppo.store.uri import redact
-    from gppo.sweep.tuning import load_tune_spec, report_dir, run_tuning, write_report
+    from gppo.sweep.tuning import load_tune_spec, report_dir, write_report
     from gppo.sweep.tuning.cells import check_spec
     from gppo.sweep.tuning.percell import cell_specs
-    from gppo.sweep.tuning.progress import Progress
     from gppo.sweep.tuning.report import write_cell_report
     from gppo.sweep.tuning.spec import with_overrides
-    from gppo.sweep.tuning.study import load_study, make_storage, storage_url
 
     ts = with_overrides(  # a malformed spec (TuneSpecError) ends as one line, exit 2
         load_tune_spec(spec),
@@ -73,32 +69,46 @@ def tune(
     specs = cell_specs(ts)
     studies = []
     for sub in specs:
-        if report:
-            study = load_study(sub)
-            if study is None:
-                raise fail(
-                    f"no study {sub.study_name!r} in {redact(storage_url(sub))}; "
-                    f"run `gppo-sweep tune {spec}` first",
-                    EXIT_FAILED,
-                )
-        else:
-            make_storage(storage_url(sub)).engine.dispose()  # refused: one line, nothing started
-            console.print(
-                f"study {sub.study_name} on {redact(storage_url(sub))}",
-                markup=False,
-                highlight=False,
-            )
-            try:
-                study = run_tuning(sub, progress=Progress(console))
-            except KeyboardInterrupt:
-                raise fail(
-                    "interrupted: running trials were stopped and marked FAIL", EXIT_INTERRUPTED
-                ) from None
-            except TuneError as exc:
-                raise fail(f"tune failed: {exc}", EXIT_FAILED) from None
-            except StoreNotShared as exc:  # before anything was written or submitted
-                raise fail(f"{spec}: {exc}", exc.exit_code) from None
+        study = _stored_study(sub, spec) if report else _run_study(sub, spec, console)
         write_report(sub, study, folder if len(specs) == 1 else folder / sub.study_name, console)
         studies.append((sub, study))
     if len(specs) > 1:
         write_cell_report(studies, folder, console)
+
+
+def _stored_study(sub: Any, spec: Path) -> Any:
+    """The study of one (cell's) tuning spec as stored; none: one line, exit 1."""
+    from gppo.store.uri import redact
+    from gppo.sweep.tuning.study import load_study, storage_url
+
+    study = load_study(sub)
+    if study is None:
+        raise fail(
+            f"no study {sub.study_name!r} in {redact(storage_url(sub))}; "
+            f"run `gppo-sweep tune {spec}` first",
+            EXIT_FAILED,
+        )
+    return study
+
+
+def _run_study(sub: Any, spec: Path, console: Any) -> Any:
+    """Run or resume the study of one (cell's) tuning spec; its failures as one line each."""
+    from gppo.errors import StoreNotShared, TuneError
+    from gppo.store.uri import redact
+    from gppo.sweep.tuning import run_tuning
+    from gppo.sweep.tuning.progress import Progress
+    from gppo.sweep.tuning.study import make_storage, storage_url
+
+    make_storage(storage_url(sub)).engine.dispose()  # refused: one line, nothing started
+    console.print(f"study {sub.study_name} on {redact(storage_url(sub))}", markup=False,
+                  highlight=False)  # fmt: skip
+    try:
+        return run_tuning(sub, progress=Progress(console))
+    except KeyboardInterrupt:
+        raise fail(
+            "interrupted: running trials were stopped and marked FAIL", EXIT_INTERRUPTED
+        ) from None
+    except TuneError as exc:
+        raise fail(f"tune failed: {exc}", EXIT_FAILED) from None
+    except StoreNotShared as exc:  # before anything was written or submitted
+        raise fail(f"{spec}: {exc}", exc.exit_code) from None
