@@ -57,8 +57,8 @@ def base_rows(
     of the sweep), ``axes`` (each axis column's values) and the ``reference`` cell's label."""
     points = axis_points(axes)
     by_pair: dict[tuple[str, int], list[BaseSource]] = {}
-    for src in sources:
-        by_pair.setdefault((src.domain, src.seed), []).append(src)
+    for source in sources:
+        by_pair.setdefault((source.domain, source.seed), []).append(source)
     chosen: dict[tuple[str, int, int], BaseSource | None] = {}
     running: dict[tuple[str, int, int], bool] = {}
     for (domain, seed), mine in sorted(by_pair.items()):

@@ -202,7 +202,7 @@ def _tidy(
         base_sources.append(BaseSource(domain, seed, label, cells, status.value, run.run_id, base))
     if expected is not None:
         seen = {(r["domain"], r["cell"], r["seed"], r["axes"]) for r in run_rows}
-        domains = {r["domain"] for r in run_rows} or {"default"}
+        domains = {str(r["domain"]) for r in run_rows} or {"default"}
         for domain, label, seed, point in sorted(
             expected_keys(expected, domains, axes=True) - seen
         ):

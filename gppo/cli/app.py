@@ -276,8 +276,10 @@ def status(
     console = _console()
     console.print(f"sweep {p.sweep_id}")
     console.print(status_table(rows))
-    costed = [r for r in rows if r.cpu_hours is not None]
-    paid = sum((Hours(r.cpu_hours, r.gpu_hours or 0.0, 0.0, 1) for r in costed), Hours())
+    paid = sum(
+        (Hours(r.cpu_hours, r.gpu_hours or 0.0, 0.0, 1) for r in rows if r.cpu_hours is not None),
+        Hours(),
+    )
     open_ids = [r.cell for r in rows if r.state != State.DONE]
     for line in status_lines(forecast(p), paid, open_ids, p.spec.price):
         console.print(line, markup=False, highlight=False)

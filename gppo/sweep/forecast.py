@@ -165,7 +165,7 @@ def forecast(
     return out
 
 
-def _source(walls: list[float] | None, backend, cell: Cell, preflight: bool) -> Source:  # type: ignore[no-untyped-def]
+def _source(walls: list[float] | None, backend, cell: Cell, preflight: bool) -> Source:
     if walls:
         n = len(walls)
         mean = sum(walls) / n

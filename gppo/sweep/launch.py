@@ -263,7 +263,9 @@ class Launcher:
         left = {cid: why for cid, why in self.keeper.left.items() if cid in cells}
         for group in self.same.groups:
             runner = next((c.id for c in group if c.id in left), None)
-            for cell in group if runner is not None else ():
+            if runner is None:
+                continue
+            for cell in group:
                 if cells[cell.id].state in (PENDING, WAITING) and cell.id not in left:
                     left[cell.id] = f"its runs' cell {runner} was left: {left[runner]}"
         return left
