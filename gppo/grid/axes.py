@@ -22,7 +22,8 @@ Rules (each one line, :class:`SpecError`, exit 2 at ``plan``):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+import json
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from gppo.grid.errors import SpecError, from_validation_error, short
@@ -277,6 +278,11 @@ def points(axes: dict[str, list[Any]]) -> Iterator[dict[str, Any]]:
         yield dict(zip(paths, combo, strict=True))
 
 
+def _point_key(values: Iterable[Any]) -> str:
+    """A hashable key of a point's values: list values (``objective.ratio_bounds``) included."""
+    return json.dumps(list(values), sort_keys=True)
+
+
 def expand_axes(spec: GridSpec, file: str, expand_one: Any) -> list[Any]:
     """The cells of a spec with axes: ``expand_one`` (a spec without axes -> its cells) at each
     axis point; a cell gets the point's values of the axes that move it (its ``axes`` and id
@@ -310,7 +316,7 @@ def expand_axes(spec: GridSpec, file: str, expand_one: Any) -> list[Any]:
             f"{MAX_RUNS:,} runs per spec; allowed: fewer values or cells",
         )
     paths = list(axes)
-    index = {tuple(p.values()): i for i, p in enumerate(all_points)}
+    index = {_point_key(p.values()): i for i, p in enumerate(all_points)}
     per_point = [first] + [
         expand_one(point_spec(base, spec.backend, p, file)) for p in all_points[1:]
     ]
@@ -322,7 +328,7 @@ def expand_axes(spec: GridSpec, file: str, expand_one: Any) -> list[Any]:
             for i, p in enumerate(all_points):
                 other = list(p.values())
                 other[a] = axes[path][0]
-                if per_point[i][j].to_json() != per_point[index[tuple(other)]][j].to_json():
+                if per_point[i][j].to_json() != per_point[index[_point_key(other)]][j].to_json():
                     found.add(path)
                     break
         moved.append(found)

@@ -282,3 +282,13 @@ def test_home_point_is_the_specs_own_resolved_value(tmp_path, axes, home):
         f"grid: {{divergences: [tv], estimators: [mc]}}\naxes: {axes}\n"
     )
     assert plain_values(load_plan(spec).spec) == home
+
+
+def test_a_list_valued_axis_expands(tmp_path):
+    """An axis whose values are lists (``objective.ratio_bounds``, allowed by the spec's rules)
+    expands like any other: each point's cells carry its bounds (was a TypeError: unhashable)."""
+    plan = _plan(tmp_path, BASE + "axes: {objective.ratio_bounds: [[0.5, 10.0], [0.5, 20.0]]}\n")
+    bounds = {tuple(c.axes["objective.ratio_bounds"]) for c in plan.cells}
+    assert bounds == {(0.5, 10.0), (0.5, 20.0)}
+    for c in plan.cells:
+        assert list(c.loss_params["ratio_bounds"]) == c.axes["objective.ratio_bounds"]
