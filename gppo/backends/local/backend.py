@@ -70,12 +70,12 @@ class LocalBackend(Backend):
         each job hands its cell to it (:mod:`.forkserver`; the job falls back to importing them
         itself when the server is gone); it calls ``on_job_end`` when a cell returns.
         ``GPPO_FORK_SERVER=0`` in the launcher's environment: no server."""
-        from gppo.backends.local import forkserver
+        from gppo.backends.local import forkhost, forkserver
 
         if not (on_this_machine and forkserver.enabled()):
             yield lambda job: job
             return
-        with forkserver.running(SERVER_ENV, on_cell_end=on_job_end) as server:
+        with forkhost.running(SERVER_ENV, on_cell_end=on_job_end) as server:
 
             def served(job: Job) -> Job:
                 if not cpu_kernels.same_kernels(job.env, SERVER_ENV):
