@@ -88,8 +88,11 @@ def plan(
     from gppo.sweep.budget import check_budget
     from gppo.sweep.forecast import forecast
 
-    fc = forecast(p)  # the cost forecast (gppo.sweep.forecast), before anything is printed:
-    check_budget(p, fc)  # a budget below one run is refused in one line
+    # the cost forecast (gppo.sweep.forecast), before anything is printed: a budget below one
+    # run is refused in one line (--json prints no forecast: none made without a budget)
+    fc = forecast(p) if not as_json or p.spec.budget else None
+    if fc is not None:
+        check_budget(p, fc)
     rows = plan_rows(p)
     if as_json:
         sys.stdout.write(json.dumps(rows, indent=1) + "\n")
