@@ -99,8 +99,10 @@ def _run_study(sub: Any, spec: Path, console: Any) -> Any:
     from gppo.sweep.tuning.progress import Progress
     from gppo.sweep.tuning.study import make_storage, storage_url
 
-    make_storage(storage_url(sub)).engine.dispose()  # refused: one line, nothing started
-    console.print(f"study {sub.study_name} on {redact(storage_url(sub))}", markup=False,
+    url = storage_url(sub)
+    if not url.startswith("sqlite"):  # a server's refused login: one line, nothing started
+        make_storage(url).engine.dispose()  # (a SQLite file has no login, and opening it writes)
+    console.print(f"study {sub.study_name} on {redact(url)}", markup=False,
                   highlight=False)  # fmt: skip
     try:
         return run_tuning(sub, progress=Progress(console))
