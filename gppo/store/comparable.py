@@ -9,12 +9,11 @@ from (:mod:`gppo.sweep.forecast`).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from mlflow import MlflowClient
 
 from gppo import metrics as M
-from gppo.store.cost import Hours, run_hours
+from gppo.store.cost import Hours, Spent, run_hours
 from gppo.store.records import active_experiment_ids, fetch_records, no_gc
 
 #: comparable runs read per key (the latest finished ones)
@@ -45,14 +44,6 @@ def comparable_walls(uri: str, keys: Iterable[str], sample: int = SAMPLE) -> dic
             if walls:
                 out[key] = walls
     return out
-
-
-@dataclass(frozen=True)
-class Spent:
-    """What a sweep's runs have cost so far (every attempt), and the cells that have a run."""
-
-    hours: Hours
-    cells: frozenset[str]
 
 
 def sweep_spent(uri: str, sweep_id: str, experiment_id: str | None = None) -> Spent:

@@ -174,3 +174,11 @@ def hours_text(hours: Hours, price: Price | None = None) -> str:
 def money_text(amount: float, price: Price) -> str:
     """``1.23 USD``."""
     return f"{fmt_hours(amount)} {price.currency}"
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a sweep's runs have cost so far (every attempt), and the cells that have a run."""
+
+    hours: Hours
+    cells: frozenset[str]

@@ -134,3 +134,12 @@ def is_tracking_server(uri: str) -> bool:
     """True for a store reached through a tracking server (``http(s)://``, ``databricks``...),
     which serves its own UI; False for a path, ``file:`` or a database."""
     return not (is_local_store(uri) or is_database(uri))
+
+
+def store_exists(uri: str) -> bool:
+    """False for a local SQLite/file store that was never created (read-only commands)."""
+    if uri.startswith("sqlite:///"):
+        return Path(uri.removeprefix("sqlite:///")).exists()
+    if uri.startswith("file://") or "://" not in uri:
+        return Path(uri.removeprefix("file://")).exists()
+    return True

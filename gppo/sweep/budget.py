@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from gppo.errors import SpecError
 from gppo.grid.load import Plan
 from gppo.grid.schema import Budget
-from gppo.store.comparable import Spent
-from gppo.store.cost import Hours, Price, fmt_hours
+from gppo.store.cost import Hours, Price, Spent, fmt_hours
 from gppo.sweep.forecast import Forecast
 
 #: the hour limits of a budget: (field, Hours attribute, unit)

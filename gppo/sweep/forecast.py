@@ -34,7 +34,7 @@ from gppo.cell import Cell, Resources
 from gppo.grid.load import Plan
 from gppo.grid.sharing import run_groups
 from gppo.store.cost import Hours, Price, cost_key, fmt_hours, hours_of, hours_text, money_text
-from gppo.store.uri import resolve_tracking_uri
+from gppo.store.uri import resolve_tracking_uri, store_exists
 from gppo.sweep.progress_log import fmt_duration
 
 STORE, PREFLIGHT, NONE = "store", "pre-flight", "none"
@@ -178,12 +178,12 @@ def _source(walls: list[float] | None, backend, cell: Cell, preflight: bool) -> 
 
 
 def _store_walls(uri: str, keys: list[str]) -> dict[str, list[float]]:
-    """The comparable runs' seconds in the store at ``uri``; none when it does not exist."""
-    from gppo.store.comparable import comparable_walls
-    from gppo.sweep.session import store_exists
-
+    """The comparable runs' seconds in the store at ``uri``; none when it does not exist (then
+    MLflow is not even imported: ``plan`` of a first sweep stays fast)."""
     if not store_exists(uri):
         return {}
+    from gppo.store.comparable import comparable_walls
+
     return comparable_walls(uri, keys)
 
 

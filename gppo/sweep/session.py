@@ -33,7 +33,7 @@ from gppo.processes import KILL_GRACE_S
 from gppo.store.state import ACTIVE_JOB as ACTIVE
 from gppo.store.state import cell_state
 from gppo.store.tracking import Tracking, attempt_of, is_finished
-from gppo.store.uri import resolve_tracking_uri, state_root
+from gppo.store.uri import resolve_tracking_uri, state_root, store_exists
 from gppo.sweep.attempts import DONE, RUNNING, CellState
 from gppo.sweep.cluster import Cluster, ensure_cluster, local_head_for, stop_local_head
 from gppo.sweep.dispatcher import Attempt, Dispatcher
@@ -47,15 +47,6 @@ def state_dir_of(tracking_uri: str | None, sweep_id: str) -> Path:
 def sweep_state_dir(plan: Plan) -> Path:
     """``.gppo/<sweep id>`` next to the sweep's tracking store (cluster.json, launch.lock)."""
     return state_dir_of(plan.spec.tracking.uri, plan.sweep_id)
-
-
-def store_exists(uri: str) -> bool:
-    """False for a local SQLite/file store that was never created (read-only commands)."""
-    if uri.startswith("sqlite:///"):
-        return Path(uri.removeprefix("sqlite:///")).exists()
-    if uri.startswith("file://") or "://" not in uri:
-        return Path(uri.removeprefix("file://")).exists()
-    return True
 
 
 @dataclass

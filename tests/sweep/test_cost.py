@@ -14,8 +14,7 @@ from gppo.backends.base import get_backend
 from gppo.backends.checkresult import StepTiming
 from gppo.errors import SpecError
 from gppo.grid import load_plan
-from gppo.store.comparable import Spent
-from gppo.store.cost import Hours, attempt_cost, cost_key, resource_metrics, run_hours
+from gppo.store.cost import Hours, Spent, attempt_cost, cost_key, resource_metrics, run_hours
 from gppo.sweep.budget import Keeper, budget_lines, check_budget
 from gppo.sweep.estimate import plan_lines
 from gppo.sweep.forecast import NONE, PREFLIGHT, STORE, forecast, status_lines
