@@ -124,11 +124,18 @@ def without_off_choices(data: dict[str, Any]) -> dict[str, Any]:
 
 class ChoosesABase(BaseModel):
     """Base class of another trainer's section that can pick a base of the testbed's family (TRL's,
-    verl's): its dump leaves out the :data:`BASE_CHOICES` that are off."""
+    verl's): its dump leaves out the :data:`BASE_CHOICES` that are off, and the settings that do
+    not act on this cell (:meth:`idle_settings`), so a cell written before they existed keeps its
+    settings hash (and its run)."""
+
+    def idle_settings(self) -> tuple[str, ...]:
+        """The fields that do not act on this cell as configured (none here)."""
+        return ()
 
     @model_serializer(mode="wrap")
     def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        return without_off_choices(handler(self))
+        idle = self.idle_settings()
+        return {k: v for k, v in without_off_choices(handler(self)).items() if k not in idle}
 
 
 def base_settings(domain: str = "math", warmstart_target: float | None = None) -> BaseModelSettings:

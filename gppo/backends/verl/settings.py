@@ -126,6 +126,12 @@ class VerlSettings(ChoosesABase):
     #: Raw Hydra overrides appended last, e.g. ["actor_rollout_ref.rollout.enforce_eager=true"].
     extra_overrides: list[str] = Field(default_factory=list)
 
+    def idle_settings(self) -> tuple[str, ...]:
+        """``cpu_kernels`` acts only with ``cpu: true``: a GPU cell's dump leaves it out, so its
+        config hash and checkpoint folder stay what they were before CPU kernels were pinned
+        (a relaunch after the upgrade reruns nothing)."""
+        return () if self.cpu else ("cpu_kernels",)
+
     @model_validator(mode="after")
     def _check_paths(self) -> VerlSettings:
         given = [k for k in ("model_path", "train_file") if getattr(self, k)]
