@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from gppo import metrics as M
 from gppo.cell import Cell, cell_id
@@ -52,17 +61,11 @@ def launch_table1(gppo_sweep: str, spec: Any, cwd: Any, timeout: float = 1700) -
     variables of the test's, its own ``GPPO_CACHE_DIR``), exit 0 asserted; its Table 1 rows by
     cell (``table1.csv``: ``{"base": {"avg": ...}, "tv/mc": {...}}``)."""
     import csv
-    import os
-    import subprocess
-    from pathlib import Path
 
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
     env.update(GPPO_CACHE_DIR=str(Path(cwd) / "cache"), COLUMNS="200")
-    proc = subprocess.run(
-        [str(gppo_sweep), "launch", str(spec)],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-5000:]
+    code, out = run_command([str(gppo_sweep), "launch", str(spec)], cwd, env, timeout)
+    assert code == 0, out[-5000:]
     (table,) = Path(cwd).glob("reports/*/table1.csv")
     return {row["cell"]: row for row in csv.DictReader(table.open())}
 
@@ -70,19 +73,33 @@ def launch_table1(gppo_sweep: str, spec: Any, cwd: Any, timeout: float = 1700) -
 def gppo_cli(args: list[str], cwd: Any, timeout: float = 600) -> str:
     """``python -m gppo.cli ARGS`` in ``cwd`` without the caller's MLflow/Ray addresses; its
     output (stdout + stderr), asserted to have exited 0."""
-    import os
-    import subprocess
-    import sys
-
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
     env["COLUMNS"] = "200"
-    proc = subprocess.run(
-        [sys.executable, "-m", "gppo.cli", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
+    code, out = run_command([sys.executable, "-m", "gppo.cli", *args], cwd, env, timeout)
+    assert code == 0, out[-4000:]
     return out
+
+
+def run_command(cmd: list[str], cwd: Any, env: dict[str, str], timeout: float) -> tuple[int, str]:
+    """Run ``cmd``; its exit code and output (stdout + stderr). Past ``timeout`` it gets SIGTERM
+    (a launch stops its jobs and its own local Ray head), SIGKILL only 120 s later, and the test
+    fails: ``subprocess.run``'s SIGKILL at once left a launch's head running."""
+    with subprocess.Popen(
+        cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
+        try:
+            out, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.terminate()
+            try:
+                out, _ = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+            raise AssertionError(
+                f"{' '.join(cmd[:4])} ran past {timeout} s: {out[-4000:]}"
+            ) from None
+    return proc.returncode, out
 
 
 #: an environment variable a test gives the command it starts: every process that command starts
@@ -125,3 +142,35 @@ def none_left(tag: str, timeout_s: float = 10.0) -> list[str]:
     while (left := tagged_processes(tag)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
+
+
+@contextlib.contextmanager
+def command_in_background(
+    tmp_path: Path, spec: dict[str, Any], command: str = "launch"
+) -> Iterator[tuple[subprocess.Popen[bytes], Path, str, str]]:
+    """``gppo-sweep COMMAND spec.yaml`` started in ``tmp_path`` with ``spec`` on a SQLite store
+    there, an environment of its own (no MLflow or Ray address of the test process, a private
+    cache) and a fresh :data:`LAUNCH_TAG`. Yields ``(process, log file, tracking URI, tag)``; at
+    the exit a command still running gets SIGTERM (it stops its jobs and its own local head),
+    then SIGKILL after 120 s."""
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**spec, "tracking": {"uri": uri}}))
+    tag = uuid.uuid4().hex
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
+    env.update({LAUNCH_TAG: tag, "COLUMNS": "200", "GPPO_CACHE_DIR": str(tmp_path / "cache")})
+    log = tmp_path / "out.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "gppo.cli", command, str(path)],
+            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        yield proc, log, uri, tag
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()

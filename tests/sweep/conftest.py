@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -19,17 +20,25 @@ from .servers import mlflow_server, postgres, ray_two_nodes, team  # noqa: F401 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="session")
-def ray_cluster():
-    """A local Ray head on loopback with free ports (started once, ~5-10 s)."""
+@contextlib.contextmanager
+def local_head(num_cpus: int = 4, num_gpus: int = 0):
+    """A local Ray head on loopback with free ports (~5-10 s to start); ``num_gpus`` are logical
+    (Ray schedules on them, nothing uses one). Stopped, its folders removed, at the exit."""
     state = Path(tempfile.mkdtemp(prefix="gppo-ray-"))
-    cluster = start_local_head(state, num_cpus=4, num_gpus=0)
+    cluster = start_local_head(state, num_cpus=num_cpus, num_gpus=num_gpus)
     try:
         yield cluster
     finally:
         stop_local_head(state)
         shutil.rmtree(state, ignore_errors=True)
         shutil.rmtree(cluster.temp_dir or "/nonexistent", ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """A local Ray head on loopback with free ports (started once)."""
+    with local_head() as cluster:
+        yield cluster
 
 
 @pytest.fixture(autouse=True)

@@ -5,10 +5,7 @@ logged, Table 1's cost column in table1.csv and ``status``'s spend."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -19,11 +16,10 @@ from gppo import metrics as M
 from gppo.analysis import write_report
 from gppo.grid import load_plan
 from gppo.store import find_sweep
-from gppo.sweep.cluster import start_local_head, stop_local_head
 from gppo.sweep.control import sweep_status
 from gppo.sweep.launch import Launcher
 
-from .conftest import launcher_cmd, write_spec
+from .conftest import launcher_cmd, local_head, write_spec
 
 pytestmark = pytest.mark.slow  # starts Ray and a launcher
 
@@ -31,13 +27,8 @@ pytestmark = pytest.mark.slow  # starts Ray and a launcher
 @pytest.fixture
 def gpu_cluster():
     """A local Ray head with 2 fake GPUs (logical: Ray schedules on them, nothing uses one)."""
-    state = Path(tempfile.mkdtemp(prefix="gppo-ray-gpu-"))
-    cluster = start_local_head(state, num_cpus=2, num_gpus=2)
-    try:
+    with local_head(num_cpus=2, num_gpus=2) as cluster:
         yield cluster
-    finally:
-        stop_local_head(state)
-        shutil.rmtree(state, ignore_errors=True)
 
 
 def test_a_runs_budget_cuts_the_sweep_a_larger_one_goes_on_and_gpu_hours_add_up(

@@ -10,15 +10,11 @@ from __future__ import annotations
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
-import yaml
-from helpers import LAUNCH_TAG, alive, none_left
+from helpers import alive, command_in_background, none_left
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -78,43 +74,26 @@ def _steps(uri: str) -> int:
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("command", ["launch", "tune"])
 def test_a_frozen_cell_is_killed_and_gone_before_its_retry(tmp_path: Path, command: str) -> None:
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({**SPECS[command], "tracking": {"uri": uri}}))
-    tag = uuid.uuid4().hex
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
-    env.update({LAUNCH_TAG: tag, "COLUMNS": "200", "GPPO_CACHE_DIR": str(tmp_path / "cache")})
-    log = tmp_path / "out.log"
     started = time.time()
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gppo.cli", command, str(spec)],
-            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
     frozen = None
     try:
-        deadline = time.time() + 600
-        while frozen is None:
-            assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
-            pid = _first_attempts_cell(SPECS[command]["name"], started)
-            if pid is not None and _steps(uri) >= 2:
-                os.kill(pid, signal.SIGSTOP)
-                frozen = pid
-            time.sleep(0.2)
-        # the retry's submission (launch: attempt 2; tune: the trial's attempt 1000) is logged
-        # only once the frozen cell is gone
-        while not re.search(r"attempt (2|1000)\b", log.read_text()):
-            assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
-            time.sleep(0.2)
-        assert not alive(frozen), log.read_text()[-3000:]
-        assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+        with command_in_background(tmp_path, SPECS[command], command) as (proc, log, uri, tag):
+            deadline = time.time() + 600
+            while frozen is None:
+                assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+                pid = _first_attempts_cell(SPECS[command]["name"], started)
+                if pid is not None and _steps(uri) >= 2:
+                    os.kill(pid, signal.SIGSTOP)
+                    frozen = pid
+                time.sleep(0.2)
+            # the retry's submission (launch: attempt 2; tune: the trial's attempt 1000) is
+            # logged only once the frozen cell is gone
+            while not re.search(r"attempt (2|1000)\b", log.read_text()):
+                assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+                time.sleep(0.2)
+            assert not alive(frozen), log.read_text()[-3000:]
+            assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
     finally:
-        if proc.poll() is None:  # SIGTERM: the command stops its jobs and its own local head
-            proc.terminate()
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
         if frozen is not None and alive(frozen):
             os.kill(frozen, signal.SIGKILL)
     text = log.read_text()

@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import time
-import uuid
 from pathlib import Path
 
 import psutil
 import pytest
-import yaml
-from helpers import LAUNCH_TAG, alive, none_left
+from helpers import LAUNCH_TAG, alive, command_in_background, none_left
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -60,37 +56,20 @@ def _forked_attempts(since: float) -> int:
 
 @pytest.mark.timeout(900)
 def test_a_fork_server_frozen_mid_sweep_costs_no_cell(tmp_path: Path) -> None:
-    uri = f"sqlite:///{tmp_path}/mlflow.db"
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(yaml.safe_dump({**SPEC, "tracking": {"uri": uri}}))
-    tag = uuid.uuid4().hex
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
-    env.update({LAUNCH_TAG: tag, "COLUMNS": "200", "GPPO_CACHE_DIR": str(tmp_path / "cache")})
-    log = tmp_path / "out.log"
     started = time.time()
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "gppo.cli", "launch", str(spec)],
-            cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
     frozen = None
     try:
-        deadline = time.time() + 600
-        while frozen is None:  # the first two cells are forked: freeze the server
-            assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
-            server = _fork_server(tag)
-            if server is not None and _forked_attempts(started) >= 2:
-                server.send_signal(signal.SIGSTOP)
-                frozen = server.pid
-            time.sleep(0.1)
-        assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
+        with command_in_background(tmp_path, SPEC) as (proc, log, uri, tag):
+            deadline = time.time() + 600
+            while frozen is None:  # the first two cells are forked: freeze the server
+                assert proc.poll() is None and time.time() < deadline, log.read_text()[-3000:]
+                server = _fork_server(tag)
+                if server is not None and _forked_attempts(started) >= 2:
+                    server.send_signal(signal.SIGSTOP)
+                    frozen = server.pid
+                time.sleep(0.1)
+            assert proc.wait(timeout=600) == 0, log.read_text()[-3000:]
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
         if frozen is not None and alive(frozen):
             os.kill(frozen, signal.SIGKILL)
             os.kill(frozen, signal.SIGCONT)
