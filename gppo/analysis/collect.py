@@ -148,6 +148,8 @@ def _tidy(
     *,
     paid: dict[str, Hours | None] | None = None,
 ) -> tuple[pd.DataFrame, list[dict[str, object]], int | None]:
+    """The tidy scores of the ``chosen`` run of each cell (plus a pending row per ``expected``
+    cell without one, and each axis point's base rows), the runs' own rows, and the k read."""
     k = _pick_k(chosen.values(), k)
     paid = paid or {}
     now_ms = int(time.time() * 1000)
@@ -156,68 +158,13 @@ def _tidy(
     base_sources: list[BaseSource] = []
     all_axes: dict[str, dict[object, None]] = {}  # path -> its values (ordered, as tidy cells)
     for cell_id, run in sorted(chosen.items()):
-        tags = run.tags
-        method = tags.get(M.TAG_METHOD, "")
-        try:
-            label = cell_label(method, tags.get(M.TAG_DIVERGENCE), tags.get(M.TAG_ESTIMATOR))
-        except ValueError:
-            label = cell_id
-        domain = tags.get(M.TAG_DOMAIN, "") or "default"
-        seed = int_tag(tags, M.TAG_SEED)
-        status = run_status(run)
-        point = json.loads(tags[M.TAG_AXES]) if tags.get(M.TAG_AXES) else {}
-        run_k = int(point["eval.k"]) if "eval.k" in point else k  # an eval.k axis: the run's k
-        scores = _eval_scores(run.metrics, run_k)
-        if status is State.DONE and not scores:
-            status = State.FAILED  # finished without a final eval: nothing to report
-        common = {
-            "domain": domain,
-            "cell": label,
-            "seed": seed,
-            "status": status.value,
-            "steps": _steps(run),
-            "wall_time_s": _wall_time(run, now_ms),
-            # the run that trained it: a cell served by an identical cell's run names that run
-            "run_id": run.tags.get(M.TAG_SAME_RUNS) or run.run_id,
-            **cost_columns(paid.get(cell_id)),
-            **{path: axis_cell(value) for path, value in point.items()},
-        }
-        if run_k is not None and M.select_metric(run_k) in run.metrics:
-            common[SELECTION] = float(run.metrics[M.select_metric(run_k)])
-        _add_values(all_axes, point)
-        run_rows.append(
-            {
-                **common,
-                "cell_id": cell_id,
-                "attempt": int_tag(tags, M.TAG_ATTEMPT),
-                "axes": axes_key(point),
-            }
-        )
-        if status is State.DONE:
-            rows.extend({**common, "benchmark": b, "score": s} for b, s in scores.items())
-        else:
-            rows.append({**common, "benchmark": "", "score": math.nan})
-        cells = {path: axis_cell(value) for path, value in point.items()}
-        base = _eval_scores(run.metrics, run_k, base=True)  # the base at the run's own k
-        base_sources.append(BaseSource(domain, seed, label, cells, status.value, run.run_id, base))
+        one = _one_run(cell_id, run, k, paid.get(cell_id), now_ms)
+        rows.extend(one.rows)
+        run_rows.append(one.run_row)
+        base_sources.append(one.base)
+        _add_values(all_axes, one.point)
     if expected is not None:
-        seen = {(r["domain"], r["cell"], r["seed"], r["axes"]) for r in run_rows}
-        domains = {str(r["domain"]) for r in run_rows} or {"default"}
-        for domain, label, seed, point in sorted(
-            expected_keys(expected, domains, axes=True) - seen
-        ):
-            values = json.loads(point) if point else {}
-            _add_values(all_axes, values)
-            rows.append(
-                {
-                    "domain": domain,
-                    "cell": label,
-                    "seed": seed,
-                    "status": State.PENDING.value,
-                    "benchmark": "",
-                    **{path: axis_cell(value) for path, value in values.items()},
-                }
-            )
+        rows.extend(_pending_rows(expected, run_rows, all_axes))
     axes = {path: list(values) for path, values in all_axes.items()}
     rows.extend(base_rows(base_sources, axes, reference))  # each point's own base
     for row in rows:  # every axis a column, None where the axis does not move the run
@@ -225,6 +172,90 @@ def _tidy(
             row.setdefault(path, None)
     tidy = normalise(pd.DataFrame(rows)) if rows else empty_tidy()
     return tidy, run_rows, k
+
+
+@dataclass
+class _RunRows:
+    """What one cell's run gives the tidy frame: its score rows (one a benchmark; one row
+    without a score when it has none), its run row, its base's scores and its axis point."""
+
+    rows: list[dict[str, object]]
+    run_row: dict[str, object]
+    base: BaseSource
+    point: dict[str, object]
+
+
+def _one_run(
+    cell_id: str, run: RunRecord, k: int | None, paid: Hours | None, now_ms: int
+) -> _RunRows:
+    tags = run.tags
+    method = tags.get(M.TAG_METHOD, "")
+    try:
+        label = cell_label(method, tags.get(M.TAG_DIVERGENCE), tags.get(M.TAG_ESTIMATOR))
+    except ValueError:
+        label = cell_id
+    domain = tags.get(M.TAG_DOMAIN, "") or "default"
+    seed = int_tag(tags, M.TAG_SEED)
+    status = run_status(run)
+    point = json.loads(tags[M.TAG_AXES]) if tags.get(M.TAG_AXES) else {}
+    run_k = int(point["eval.k"]) if "eval.k" in point else k  # an eval.k axis: the run's k
+    scores = _eval_scores(run.metrics, run_k)
+    if status is State.DONE and not scores:
+        status = State.FAILED  # finished without a final eval: nothing to report
+    cells = {path: axis_cell(value) for path, value in point.items()}
+    common = {
+        "domain": domain,
+        "cell": label,
+        "seed": seed,
+        "status": status.value,
+        "steps": _steps(run),
+        "wall_time_s": _wall_time(run, now_ms),
+        # the run that trained it: a cell served by an identical cell's run names that run
+        "run_id": run.tags.get(M.TAG_SAME_RUNS) or run.run_id,
+        **cost_columns(paid),
+        **cells,
+    }
+    if run_k is not None and M.select_metric(run_k) in run.metrics:
+        common[SELECTION] = float(run.metrics[M.select_metric(run_k)])
+    run_row = {
+        **common,
+        "cell_id": cell_id,
+        "attempt": int_tag(tags, M.TAG_ATTEMPT),
+        "axes": axes_key(point),
+    }
+    if status is State.DONE:
+        rows = [{**common, "benchmark": b, "score": s} for b, s in scores.items()]
+    else:
+        rows = [{**common, "benchmark": "", "score": math.nan}]
+    base = _eval_scores(run.metrics, run_k, base=True)  # the base at the run's own k
+    source = BaseSource(domain, seed, label, dict(cells), status.value, run.run_id, base)
+    return _RunRows(rows, run_row, source, point)
+
+
+def _pending_rows(
+    expected: Sequence[Cell],
+    run_rows: list[dict[str, object]],
+    all_axes: dict[str, dict[object, None]],
+) -> list[dict[str, object]]:
+    """A pending row for each expected (domain, cell, seed, point) without a run; its axis
+    values join ``all_axes``."""
+    seen = {(r["domain"], r["cell"], r["seed"], r["axes"]) for r in run_rows}
+    domains = {str(r["domain"]) for r in run_rows} or {"default"}
+    rows: list[dict[str, object]] = []
+    for domain, label, seed, point in sorted(expected_keys(expected, domains, axes=True) - seen):
+        values = json.loads(point) if point else {}
+        _add_values(all_axes, values)
+        rows.append(
+            {
+                "domain": domain,
+                "cell": label,
+                "seed": seed,
+                "status": State.PENDING.value,
+                "benchmark": "",
+                **{path: axis_cell(value) for path, value in values.items()},
+            }
+        )
+    return rows
 
 
 def _add_values(found: dict[str, dict[object, None]], point: dict[str, object]) -> None:
