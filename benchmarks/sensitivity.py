@@ -31,7 +31,7 @@ import pandas as pd
 from scipy import stats
 
 from gppo.analysis.stats import strata_mean_ci
-from gppo.analysis.table import DIV_ORDER
+from gppo.analysis.vocabulary import DIV_ORDER
 from gppo.store.state import State
 
 

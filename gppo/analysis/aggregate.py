@@ -30,7 +30,7 @@ import pandas as pd
 from scipy import stats
 
 from gppo.analysis.stats import mean_ci, run_bootstrap_interval
-from gppo.analysis.table import row_order
+from gppo.analysis.vocabulary import row_order
 from gppo.objectives.defaults import REFERENCE
 from gppo.store.state import State
 

@@ -26,7 +26,8 @@ from typing import Any
 import pandas as pd
 
 from gppo.analysis import stats as S
-from gppo.analysis.table import AVG, Table1, build_table1
+from gppo.analysis.table import build_table1
+from gppo.analysis.table_model import AVG, Table1
 from gppo.analysis.tidy import BASE, SELECTION, axis_cell, axis_columns
 
 

@@ -38,7 +38,7 @@ from gppo.analysis.axes import (
 )
 from gppo.analysis.page import html_body, table_fragment
 from gppo.analysis.render import EXTENSIONS, notes, render, to_csv, to_html
-from gppo.analysis.table import Table1
+from gppo.analysis.table_model import Table1
 
 STILL_NOTE = "same runs at every point"
 

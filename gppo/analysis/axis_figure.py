@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from gppo.analysis.axes import PointTable, value_text
-from gppo.analysis.table import AVG, BASE_MODEL
+from gppo.analysis.table_model import AVG
 from gppo.analysis.tidy import BASE
+from gppo.analysis.vocabulary import BASE_MODEL
 
 #: the file stem of the figure
 STEM = "axis_response"

@@ -32,9 +32,8 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from gppo import metrics as M
-from gppo.analysis.figures import EST_COLORS
 from gppo.analysis.stats import CONFIDENCE, adjust, mean_ci
-from gppo.analysis.table import EST_ORDER
+from gppo.analysis.vocabulary import EST_COLORS, EST_ORDER
 from gppo.cell import DEFAULT_EVAL_K
 from gppo.objectives.buckets import MU_BUCKETS
 from gppo.store.records import StoreClient, fetch_records, latest_attempts

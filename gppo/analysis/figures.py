@@ -21,13 +21,12 @@ from matplotlib.figure import Figure
 
 from gppo import metrics as M
 from gppo.analysis.render import divergence_name
-from gppo.analysis.table import BASELINE_ORDER, DIV_ORDER, EST_NAMES, EST_ORDER
+from gppo.analysis.vocabulary import BASELINE_ORDER, DIV_ORDER, EST_COLORS, EST_NAMES, EST_ORDER
 from gppo.objectives.defaults import R_MIN, REFERENCE
 from gppo.registry import LazyMapping
 
 #: behaviour probabilities at which ``regions`` prints the bounds
 PRINT_MUS = (0.001, 0.01, 0.1, 0.5, 0.9)
-EST_COLORS = {"mc": "black", "atomic": "tab:red", "binary": "tab:blue"}
 CURVE_METRICS = (M.TRAIN_SCORE, M.ENTROPY, *(M.clip_frac_bucket(b[0]) for b in M.MU_BUCKETS))
 
 
@@ -187,7 +186,7 @@ def _panels(cells: Sequence[str], reference: str) -> list[tuple[str, list[tuple[
     A divergence's panel holds its estimators (colour of the estimator) and the reference cell
     (grey, dashed) unless the reference is one of them; the baselines share one panel.
     """
-    from gppo.analysis.table import BASELINE_NAMES
+    from gppo.analysis.vocabulary import BASELINE_NAMES
 
     grid = [c for c in cells if "/" in c]
     others = _ordered((c for c in cells if "/" not in c), list(BASELINE_COLORS))

@@ -30,7 +30,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from gppo.analysis.render import to_html
-from gppo.analysis.table import Table1
+from gppo.analysis.table_model import Table1
 from gppo.analysis.tidy import CPU_HOURS, GPU_HOURS
 from gppo.scores import pct, quantize
 from gppo.store.cost import Hours, fmt_hours, money_text

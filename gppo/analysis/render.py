@@ -19,20 +19,14 @@ from tabulate import tabulate
 
 from gppo.analysis.cost import RowCost, TableCost
 from gppo.analysis.stats import CORRECTIONS, TESTS
-from gppo.analysis.table import (
-    AVG,
+from gppo.analysis.table_model import AVG, NO_SPREAD, SAME_RUNS, Block, Entry, Row, Table1
+from gppo.analysis.vocabulary import (
     BASE_MODEL,
     BASELINE_NAMES,
     DIV_NAMES,
     EST_NAMES,
     KNOWN_METHODS,
-    NO_SPREAD,
     OTHER_BASELINES,
-    SAME_RUNS,
-    Block,
-    Entry,
-    Row,
-    Table1,
 )
 
 FORMATS = ("md", "latex", "html", "csv")

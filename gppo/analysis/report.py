@@ -19,7 +19,8 @@ from gppo.analysis.axes import at_point
 from gppo.analysis.axes_report import AxesReport, write_axes_report
 from gppo.analysis.collect import Collected, collect
 from gppo.analysis.render import EXTENSIONS, FORMATS, render
-from gppo.analysis.table import Table1, build_table1
+from gppo.analysis.table import build_table1
+from gppo.analysis.table_model import Table1
 from gppo.analysis.tidy import axis_columns, read_scores_csv
 from gppo.cell import Cell
 from gppo.objectives.defaults import R_MIN, REFERENCE

@@ -1,4 +1,5 @@
-"""Table 1 as data: rows, displayed numbers, ranks and footnotes, independent of the output format.
+"""Table 1 built from the tidy scores: rows, displayed numbers, ranks and footnotes, independent of the
+output format (its types: :mod:`.table_model`; its order and names: :mod:`.vocabulary`).
 
 Numbers follow the paper (Table 1, §4.2):
 - scores in percent with ``precision`` decimals (default 1), rounded half-up in exact decimal
@@ -28,167 +29,34 @@ Numbers follow the paper (Table 1, §4.2):
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from decimal import Decimal
 
 import pandas as pd
 
 from gppo.analysis import stats as S
-from gppo.analysis.cost import TableCost, table_cost
-from gppo.analysis.tidy import ALIAS_CELLS, BASE, BASELINES, STATUSES
+from gppo.analysis.cost import table_cost
+from gppo.analysis.table_model import (
+    AVG,
+    HIGHLIGHTS,
+    INCOMPLETE,
+    NO_RUN,
+    NO_SPREAD,
+    REASON_TEXT,
+    SAME_RUNS,
+    Block,
+    Entry,
+    Footnote,
+    Row,
+    Table1,
+)
+from gppo.analysis.tidy import STATUSES
+from gppo.analysis.vocabulary import row_kind, row_order
 from gppo.objectives.defaults import REFERENCE
-from gppo.registry import LazyMapping
 from gppo.scores import pct, quantize
 from gppo.store.cost import Price
 from gppo.store.state import State
-
-#: Row order of the divergences and estimators: the paper's Table 1 display order (TV, Hellinger,
-#: χ², KL; MC, Binary, Atomic), a deliberate choice that differs from the registries' order.
-DIV_ORDER = ("tv", "hellinger", "chi2", "kl")
-EST_ORDER = ("mc", "binary", "atomic")
-BASELINE_ORDER = BASELINES  # the method registry's order, which is the paper's
-
-
-def _display_names() -> dict[str, dict[str, str]]:
-    """Each registry's display names (the one vocabulary: :mod:`gppo.objectives`), by name."""
-    from gppo.objectives.divergences import DIVERGENCES, get_divergence
-    from gppo.objectives.estimators import ESTIMATORS
-    from gppo.objectives.methods import METHODS
-
-    return {
-        "divergence": {n: get_divergence(n).display for n in DIVERGENCES.names()},
-        "estimator": {n: ESTIMATORS.get(n).display for n in ESTIMATORS.names()},
-        "method": {n: METHODS.get(n).display for n in METHODS.names()},
-    }
-
-
-_NAMES: Mapping[str, dict[str, str]] = LazyMapping(_display_names)
-#: display names, read from the registries on first use: divergences (``chi2`` -> ``χ²``;
-#: ``alpha:<a>``: :func:`gppo.analysis.render.divergence_name`), estimators, baselines
-DIV_NAMES: Mapping[str, str] = LazyMapping(lambda: _NAMES["divergence"])
-EST_NAMES: Mapping[str, str] = LazyMapping(lambda: _NAMES["estimator"])
-BASELINE_NAMES: Mapping[str, str] = LazyMapping(lambda: {b: _NAMES["method"][b] for b in BASELINES})
-#: Known methods named beside their cell, as in the paper's Table 1: the aliases (tv/mc -> GRPO).
-KNOWN_METHODS: Mapping[str, str] = LazyMapping(
-    lambda: {c: _NAMES["method"][m] for m, c in ALIAS_CELLS.items()}
-)
-OTHER_BASELINES = "Other baselines"
-BASE_MODEL = "Base model"
-AVG = "avg"
-HIGHLIGHTS = ("separated", "ranks", "none")
-#: why an entry has no result, by the status of its runs (footnotes in STATUSES order)
-REASON_TEXT = {
-    State.FAILED.value: "run failed",
-    State.STOPPED.value: "run stopped",
-    State.RUNNING.value: "still running",
-    State.PENDING.value: "no run (missing)",
-}
-#: a result was logged, but not for this benchmark: as if it had no run
-NO_RUN = State.PENDING.value
-#: a seed with results, but not on every benchmark: in its benchmarks' columns, left out of Avg.,
-#: Δ and the test (footnoted after the STATUSES reasons)
-INCOMPLETE = "incomplete"
-#: a row and the reference compared, but without spread between seeds: not tested (footnoted)
-NO_SPREAD = "no_spread"
-#: a row whose runs are another row's (an identical cell's, gppo.grid.sharing): footnoted
-SAME_RUNS = "same_runs"
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One displayed number: mean (percent, quantized), 95% CI bounds, seeds, rank (1-3), reason."""
-
-    mean: Decimal | None
-    lo: Decimal | None = None
-    hi: Decimal | None = None
-    n: int = 0
-    rank: int | None = None
-    reason: str | None = None  # failed | stopped | running | pending, when mean is None
-
-    def text(self) -> str:
-        if self.mean is None:
-            return "—"
-        return f"{self.mean} [{self.lo}, {self.hi}]" if self.lo is not None else str(self.mean)
-
-    @property
-    def interval(self) -> tuple[float, float] | None:
-        return None if self.lo is None or self.hi is None else (float(self.lo), float(self.hi))
-
-
-@dataclass
-class Row:
-    domain: str
-    cell: str  # tidy id: kl/atomic, gspo, base
-    group: str  # divergence id, OTHER_BASELINES or BASE_MODEL
-    kind: str  # grid | baseline | base
-    entries: dict[str, Entry]  # benchmark -> entry, plus AVG
-    rel_pct: Decimal | None
-    n_seeds: int
-    reasons: dict[str, list[int]] = field(default_factory=dict)  # reason -> seeds without result
-    lacking: dict[int, list[str]] = field(default_factory=dict)  # seed -> benchmarks it lacks
-    delta: Entry = field(default_factory=lambda: Entry(None))  # Avg - Avg_ref, points, CI
-    p_improve: float | None = None  # P(cell > reference) over seeds and benchmarks
-    p_value: float | None = None  # t-test (Table1.test) of the per-seed averages vs the reference
-    p_adjusted: float | None = None  # after the correction over the block's rows
-    significant: bool = False
-    no_spread: bool = False  # >= 2 seeds each, but no variance to test against: not tested
-    columns: dict[str, list[float]] = field(default_factory=dict, repr=False)  # bench -> seeds
-    complete: dict[str, list[float]] = field(default_factory=dict, repr=False)  # full seeds only
-    seed_avgs: list[float] = field(default_factory=list, repr=False)
-    #: the run ids of its results; ``shares``: the same, when another row shows the same runs
-    runs: frozenset[str] = field(default_factory=frozenset, repr=False)
-    shares: frozenset[str] | None = field(default=None, repr=False)
-    same_runs: str | None = None  # the earlier row whose runs these are (its cell)
-
-    @property
-    def estimator(self) -> str | None:
-        return self.cell.split("/", 1)[1] if self.kind == "grid" else None
-
-
-@dataclass
-class Block:
-    domain: str
-    benchmarks: list[str]
-    rows: list[Row]
-    reference: str
-    reference_avg: Decimal | None
-
-
-@dataclass
-class Footnote:
-    mark: str
-    reason: str
-    text: str
-
-
-@dataclass
-class Table1:
-    """Table 1 as displayed: one :class:`Block` per domain (rows of cells, columns of
-    benchmarks and Avg.), its footnotes (why an entry is marked), and how it was computed
-    (``multi_seed``: entries are seed means with CIs; ``test``/``correction``/``alpha``: the
-    significance test against ``reference``; ``highlight``: what is bolded). Render it with
-    :func:`gppo.analysis.render.render` (md, latex, html, csv)."""
-
-    blocks: list[Block]
-    footnotes: list[Footnote]
-    multi_seed: bool
-    precision: int
-    reference: str
-    k: int | None = None
-    highlight: str = "separated"
-    alpha: float = S.ALPHA
-    correction: str = "bh"
-    confidence: float = S.CONFIDENCE
-    test: str = "pooled"
-    #: the cost column (gppo.analysis.cost); None when no run logged a cost
-    cost: TableCost | None = None
-    #: the comparisons corrected together when more than this table's (a sweep with axes:
-    #: every point's, :func:`gppo.analysis.axes.recorrect`), as the † note names them
-    family: str | None = None
-
-    def mark(self, reason: str | None) -> str:
-        return next((f.mark for f in self.footnotes if f.reason == reason), "")
 
 
 def relative_pct(avg: Decimal, ref: Decimal) -> Decimal:
@@ -214,40 +82,6 @@ def summarise(
     if interval is None:
         return Entry(mean=mean, n=n)
     return Entry(mean, _dec(interval[0], precision), _dec(interval[1], precision), n)
-
-
-def _row_kind(cell: str) -> tuple[str, str]:
-    if cell == BASE:
-        return "base", BASE_MODEL
-    if "/" in cell:
-        return "grid", cell.split("/", 1)[0]
-    return "baseline", OTHER_BASELINES
-
-
-def row_order(cells: Iterable[str]) -> list[str]:
-    """``cells`` (tidy ids) in Table 1's row order, the one order of every table and figure of the
-    report: grid cells by divergence (:data:`DIV_ORDER`, then the others in the order they first
-    appear in ``cells``), then estimator (:data:`EST_ORDER`, then by name); the baselines (the
-    method registry's order, then by name); the base model last."""
-    cells = list(dict.fromkeys(cells))
-    first_seen: dict[str, int] = {}
-    for cell in cells:
-        if _row_kind(cell)[0] == "grid":
-            first_seen.setdefault(cell.split("/", 1)[0], len(first_seen))
-
-    def key(cell: str) -> tuple:
-        kind, _ = _row_kind(cell)
-        if kind == "grid":
-            div, est = cell.split("/", 1)
-            d = DIV_ORDER.index(div) if div in DIV_ORDER else len(DIV_ORDER)
-            e = EST_ORDER.index(est) if est in EST_ORDER else len(EST_ORDER)
-            return (0, d, first_seen[div], e, est)
-        if kind == "baseline":
-            b = BASELINE_ORDER.index(cell) if cell in BASELINE_ORDER else len(BASELINE_ORDER)
-            return (1, b, 0, 0, cell)
-        return (2, 0, 0, 0, cell)
-
-    return sorted(cells, key=key)
 
 
 def _rank(rows: list[Row], column: str) -> None:
@@ -302,7 +136,7 @@ def _gather(tidy: pd.DataFrame) -> dict[str, tuple[dict[str, _CellData], list[st
 def _build_row(
     domain: str, cell: str, data: _CellData, benchmarks: list[str], precision: int, conf: float
 ) -> Row:
-    kind, group = _row_kind(cell)
+    kind, group = row_kind(cell)
     per_seed = {seed: data.scores[seed] for seed in sorted(data.scores)}
     reasons: dict[str, list[int]] = {}
     for seed in sorted(data.statuses):

@@ -135,7 +135,7 @@ def regions(
     from rich.table import Table
 
     from gppo.analysis import figures as F
-    from gppo.analysis.table import DIV_ORDER, EST_ORDER  # the paper's grid, Table 1's order
+    from gppo.analysis.vocabulary import DIV_ORDER, EST_ORDER  # the paper's grid, Table 1's order
 
     divs = list(divergence or DIV_ORDER)
     ests = list(estimator or EST_ORDER)

@@ -17,8 +17,7 @@ from gppo.analysis.exploration_contrasts import (
     mechanism,
     stratified_difference,
 )
-from gppo.analysis.figures import EST_COLORS
-from gppo.analysis.table import EST_ORDER
+from gppo.analysis.vocabulary import EST_COLORS, EST_ORDER
 from gppo.objectives.buckets import MU_BUCKETS
 
 samples = st.lists(st.floats(-50, 50, allow_nan=False), min_size=2, max_size=8).filter(

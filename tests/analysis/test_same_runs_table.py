@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from gppo.analysis.render import to_markdown
-from gppo.analysis.table import SAME_RUNS, build_table1
+from gppo.analysis.table import build_table1
+from gppo.analysis.table_model import SAME_RUNS
 from gppo.analysis.tidy import normalise, read_scores_csv
 
 BENCHES = ("b1", "b2")

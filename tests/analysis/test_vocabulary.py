@@ -9,8 +9,9 @@ import pandas as pd
 from gppo.analysis import figures as F
 from gppo.analysis.aggregate import aggregate_frame
 from gppo.analysis.render import divergence_name, row_names
-from gppo.analysis.table import build_table1, row_order
+from gppo.analysis.table import build_table1
 from gppo.analysis.tidy import normalise
+from gppo.analysis.vocabulary import row_order
 from gppo.objectives.methods import get_method, verl_loss_modes
 
 #: the grid cells first seen out of Table 1's order, an extension divergence before a known one
