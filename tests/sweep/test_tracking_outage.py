@@ -90,7 +90,7 @@ def _spec(tmp_path: Path, address: str, uri: str, **tracking) -> Path:
         tmp_path,
         address,
         name="outage",
-        grid={"divergences": ["tv", "kl", "chi2"], "estimators": ["mc"]},
+        grid={"divergences": ["tv", "kl", "hellinger"], "estimators": ["mc"]},
         probe={"steps": 8, "sleep_s": 3.0, "marker_dir": str(tmp_path / "m")},
         tracking={"uri": uri, **tracking},
         retries={"max": 1, "backoff_s": 0.2, "stall_timeout_s": 0},
@@ -137,7 +137,7 @@ def test_a_tracking_server_away_for_60_s_loses_nothing(tmp_path, ray_cluster, se
     assert "does not answer" in down[0].text() and "answers again after" in back[0].text()
     # the recovery is seen within a few seconds of the server answering again
     assert back[0].at - server.started_at < 5, (back[0].at, server.started_at)
-    assert _attempts(tmp_path) == {"tv-mc-s0": 1, "kl-mc-s0": 1, "chi2-mc-s0": 1}  # once each
+    assert _attempts(tmp_path) == {"tv-mc-s0": 1, "kl-mc-s0": 1, "hellinger-mc-s0": 1}  # once each
     runs = cell_runs(server.uri).values()
     assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3
     client = MlflowClient(server.uri)
@@ -162,6 +162,6 @@ def test_a_tracking_server_away_too_long_stops_the_launcher_and_a_relaunch_settl
     outage.join(timeout=200)  # the server is back
     result = Launcher(load_plan(spec), poll_s=0.5, metrics_every_s=1.0).run()
     assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
-    assert _attempts(tmp_path) == {"tv-mc-s0": 1, "kl-mc-s0": 1, "chi2-mc-s0": 1}  # once each
+    assert _attempts(tmp_path) == {"tv-mc-s0": 1, "kl-mc-s0": 1, "hellinger-mc-s0": 1}  # once each
     runs = cell_runs(server.uri).values()
     assert sorted(r.info.status for r in runs) == ["FINISHED"] * 3  # nothing left RUNNING
