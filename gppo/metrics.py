@@ -17,6 +17,8 @@ these (:mod:`gppo.backends.verl.metrics_map`), the experiment's MLflow tags
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 #: the behaviour-probability buckets of the per-bucket clip fractions (written once, with the loss
 #: that counts them)
 from gppo.objectives.buckets import MU_BUCKETS as MU_BUCKETS
@@ -208,6 +210,8 @@ TAG_RAY_JOB_ID = "gppo.ray_job_id"  # submission id of the attempt that owns the
 TAG_RAY_ADDRESS = "gppo.ray_address"  # the Jobs API the attempt was submitted to (`logs` finds it)
 TAG_TRIAL_NUMBER = "gppo.trial_number"
 TAG_STUDY_NAME = "gppo.study_name"
+#: adaptive seeds: why the cell's row stopped, e.g. ``separated at 4 seeds`` (on each of its runs)
+TAG_ROW_STOPPED = "gppo.row_stopped"
 #: Set to "true" by a backend entrypoint only after its final evaluation has been logged.
 TAG_FINISHED = "gppo.finished"
 TAG_FAILURE = "gppo.failure"  # last log lines of a cell that kept failing
@@ -218,3 +222,10 @@ PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag
 # --- environment passed to a job ---------------------------------------------------------------
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 ENV_RUN_ID = "MLFLOW_RUN_ID"
+
+
+def eval_average(metrics: Mapping[str, float], k: int) -> float | None:
+    """A run's avg@``k`` averaged over its benchmarks (a fraction; the per-seed score of Table 1
+    and of adaptive seeds); None when it logged no final evaluation at ``k``."""
+    values = [v for name, v in metrics.items() if (p := parse_eval_metric(name)) and p[1] == k]
+    return sum(values) / len(values) if values else None

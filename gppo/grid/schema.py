@@ -17,7 +17,10 @@ Fields and defaults::
     objective: {ratio_bounds: [0.5, 10.0], dual_clip: 10.0, loss_agg_mode: token-mean}
                                    defaults: :mod:`gppo.objectives.defaults` (as r_min, reference)
     calibration: {r_min: 0.8, delta: {}}   delta keyed by divergence, cell id or cell id-sN
-    seeds: 1                       a count n (seeds 0..n-1) or an explicit list
+    seeds: 1                       a count n (seeds 0..n-1), an explicit list, or adaptive:
+                                   {min: 2, max: 8, batch: 1, equivalence: null} (every cell
+                                   starts with min seeds; undecided rows get batch more a round,
+                                   up to max; equivalence: a margin in points; docs/statistics.md)
     reference: tv/mc               <divergence>/<estimator> of the grid or a baseline; when left
                                    out and tv/mc is not in the grid: the grid's first cell
     benchmarks: []                 empty: the backend's defaults; else checked against its list
@@ -62,7 +65,15 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from gppo import processes
 from gppo.cell import DEFAULT_BACKEND, DEFAULT_EVAL_K
@@ -272,6 +283,45 @@ class Budget(_Strict):
         return self
 
 
+#: the most seeds a cell may have (a count, or an adaptive ``max``)
+MAX_SEEDS = 10_000
+
+
+class AdaptiveSeeds(_Strict):
+    """``seeds: {min, max, batch, equivalence}``: adaptive seeds (issue 48). Every cell starts
+    with ``min`` seeds (0..min-1); after each round the rows still undecided against the reference
+    get ``batch`` more, and the reference with them, up to ``max``
+    (:mod:`gppo.analysis.sequential`, :mod:`gppo.analysis.adaptive`). ``equivalence``: a margin
+    in points within which a row is shown equivalent (two one-sided tests); None: none."""
+
+    min: int = 2
+    max: int = 8
+    batch: int = 1
+    equivalence: float | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> AdaptiveSeeds:
+        checks = [
+            (
+                "min",
+                self.min >= 2,
+                f"at least 2 (a row needs 2 seeds for a variance; got {self.min})",
+            ),
+            ("max", self.max >= self.min, f"at least min={self.min} (got {self.max})"),
+            ("max", self.max <= MAX_SEEDS, f"at most {MAX_SEEDS} (got {self.max})"),
+            ("batch", self.batch >= 1, f"at least 1 (got {self.batch})"),
+            (
+                "equivalence",
+                self.equivalence is None or self.equivalence > 0,
+                f"a margin in points > 0 (got {self.equivalence})",
+            ),
+        ]
+        for name, ok, allowed in checks:
+            if not ok:
+                raise ValueError(f"{name} must be {allowed}")
+        return self
+
+
 class GridSpec(_Strict):
     name: str
     backend: str = DEFAULT_BACKEND
@@ -281,7 +331,7 @@ class GridSpec(_Strict):
     baseline_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     objective: Objective = Field(default_factory=Objective)
     calibration: Calibration = Field(default_factory=Calibration)
-    seeds: int | list[Seed] = 1
+    seeds: int | list[Seed] | AdaptiveSeeds = 1
     reference: str = defaults.REFERENCE
     benchmarks: list[str] = Field(default_factory=list)
     eval: Eval = Field(default_factory=Eval)
@@ -317,12 +367,36 @@ class GridSpec(_Strict):
     def _baselines(cls, v: list[str]) -> list[str]:
         return _unique(v, "baseline")
 
+    @field_validator("seeds", mode="before")
+    @classmethod
+    def _adaptive_seeds(cls, v: Any) -> Any:
+        """A mapping is adaptive seeds: validated here so that its own error is the one shown
+        (not the union's "should be a valid integer")."""
+        if not isinstance(v, dict):
+            return v
+        try:
+            return AdaptiveSeeds.model_validate(v)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            msg = str(err["msg"]).removeprefix("Value error, ")
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown key {where!r}; allowed: min, max, batch, equivalence"
+            elif where:
+                msg = f"{where}: {msg}"
+            raise ValueError(msg) from None
+
     @field_validator("seeds")
     @classmethod
-    def _seeds(cls, v: int | list[int]) -> int | list[int]:
+    def _seeds(cls, v: int | list[int] | AdaptiveSeeds) -> int | list[int] | AdaptiveSeeds:
+        if isinstance(v, AdaptiveSeeds):
+            return v
         if isinstance(v, int):
-            if not 1 <= v <= 10_000:
-                raise ValueError(f"seeds must be a count in 1..10000 or a list of seeds (got {v})")
+            if not 1 <= v <= MAX_SEEDS:
+                raise ValueError(
+                    f"seeds must be a count in 1..{MAX_SEEDS}, a list of seeds or "
+                    f"{{min, max}} (got {v})"
+                )
             return v
         if not v:
             raise ValueError("seeds list is empty")
@@ -349,6 +423,11 @@ class GridSpec(_Strict):
         if "reference" not in self.model_fields_set and self.reference not in grid_refs:
             # the default reference is not in this grid: compare against its first cell instead
             object.__setattr__(self, "reference", grid_refs[0])
+        if self.adaptive is not None and self.select:
+            raise ValueError(
+                "select: is not allowed with adaptive seeds (seeds: {min, max}): a cell's best "
+                "point would be chosen on seeds the rounds gave it; use a fixed seeds count"
+            )
         for name in self.baseline_params:
             if name not in self.baselines:
                 raise ValueError(
@@ -358,7 +437,16 @@ class GridSpec(_Strict):
         return self
 
     @property
+    def adaptive(self) -> AdaptiveSeeds | None:
+        """The adaptive seeds (``seeds: {min, max}``), None for a fixed count or list."""
+        return self.seeds if isinstance(self.seeds, AdaptiveSeeds) else None
+
+    @property
     def seed_list(self) -> list[int]:
+        """Every seed a cell may get: 0..n-1, the list, or 0..max-1 for adaptive seeds (the
+        rounds run a prefix of it, :mod:`gppo.analysis.adaptive`)."""
+        if isinstance(self.seeds, AdaptiveSeeds):
+            return list(range(self.seeds.max))
         return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
 
     @property

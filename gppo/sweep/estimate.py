@@ -9,9 +9,9 @@ import json
 
 from gppo.cell import SEED_MARK, Cell
 from gppo.grid.load import Plan
-from gppo.grid.sharing import runs_text, shared_text
-from gppo.sweep.budget import budget_lines
-from gppo.sweep.forecast import Forecast, forecast, forecast_lines
+from gppo.grid.sharing import run_count, runs_text, shared_text
+from gppo.sweep.budget import budget_lines, hours_text_short
+from gppo.sweep.forecast import Forecast, forecast, forecast_lines, wall_line
 
 
 def plan_lines(plan: Plan, fc: Forecast | None = None) -> list[str]:
@@ -33,7 +33,35 @@ def plan_lines(plan: Plan, fc: Forecast | None = None) -> list[str]:
     shared = shared_text(cells)  # cells that are the same function share their runs
     lines += [shared] if shared else []
     fc = fc if fc is not None else forecast(plan)
-    return lines + forecast_lines(fc, spec.price) + budget_lines(spec.budget, fc, spec.price)
+    lines += forecast_lines(fc, spec.price)
+    if spec.adaptive is not None:
+        lines += adaptive_lines(plan, fc)
+    return lines + budget_lines(spec.budget, fc, spec.price)
+
+
+def adaptive_lines(plan: Plan, fc: Forecast) -> list[str]:
+    """``seeds: {min, max}``: the range of runs, from every row decided at the first look
+    (``min`` seeds a cell) to every row run to ``max``, and the forecast at both ends (the
+    forecast above is the one at ``max``)."""
+    a = plan.spec.adaptive
+    assert a is not None
+    first = [c.id for c in plan.cells if plan.spec.seed_list.index(c.seed) < a.min]
+    lo_runs, hi_runs = (
+        run_count([c for c in plan.cells if c.id in set(first)]),
+        run_count(plan.cells),
+    )
+    lo, _, _ = fc.total(first)
+    hi, _, _ = fc.total()
+    batch = f"{a.batch} more a round" if a.batch != 1 else "one more a round"
+    margin = f"; equivalence within ±{a.equivalence:g} points" if a.equivalence else ""
+    wall = wall_line(fc, first).removeprefix("wall time ")
+    return [
+        f"adaptive seeds: {a.min} to {a.max} a cell, {batch} to the rows still undecided "
+        f"against the reference{margin}: {lo_runs} to {hi_runs} runs",
+        f"  forecast range: {hours_text_short(lo)} ({lo_runs} runs: every row decided at "
+        f"{a.min} seeds; wall time {wall}) to {hours_text_short(hi)} ({hi_runs} runs: every "
+        f"row run to {a.max}, the forecast above)",
+    ]
 
 
 def _base_id(cell: Cell) -> str:
@@ -44,7 +72,9 @@ def _base_id(cell: Cell) -> str:
 def _shape(plan: Plan) -> str:
     """``12 cells x 3 points x 3 seeds + 5 cells x 1 point x 3 seeds``: cells grouped by the
     number of axis points they run at."""
+    a = plan.spec.adaptive
     seeds = len(plan.spec.seed_list)
+    n_seeds = f"{a.min}-{a.max} seeds" if a is not None else f"{seeds} seed{'s' * (seeds != 1)}"
     points: dict[tuple[str | None, ...], set[str]] = {}
     for c in plan.cells:  # a cell: its loss's coordinates (an alias is its grid cell), or method
         what = (c.divergence, c.estimator) if c.divergence else (c.method,)
@@ -53,6 +83,6 @@ def _shape(plan: Plan) -> str:
     for ids in points.values():
         groups[len(ids)] = groups.get(len(ids), 0) + 1
     return " + ".join(
-        f"{n} cell{'s' * (n != 1)} x {p} point{'s' * (p != 1)} x {seeds} seed{'s' * (seeds != 1)}"
+        f"{n} cell{'s' * (n != 1)} x {p} point{'s' * (p != 1)} x {n_seeds}"
         for p, n in sorted(groups.items(), reverse=True)
     )

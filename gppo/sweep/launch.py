@@ -48,6 +48,7 @@ from gppo.sweep.outage import OutageClock
 from gppo.sweep.quiet import quiet_mlflow
 from gppo.sweep.result import AfterSweep, LaunchResult, close_launch
 from gppo.sweep.same_runs import SameRuns
+from gppo.sweep.seed_gate import SeedGate, SeedRounds
 from gppo.sweep.session import SweepContext, open_sweep, reconcile
 from gppo.sweep.signals import signals_set
 from gppo.sweep.watch import Watch, cluster_silent
@@ -82,6 +83,7 @@ class Launcher:
         stop_event: threading.Event | None = None,
         after_sweep: AfterSweep | None = None,
         unreachable_timeout_s: float | None = None,
+        rounds: SeedRounds | None = None,
     ) -> None:
         self.plan, self.address, self.detach = plan, address, detach
         self.max_concurrent = max_concurrent or plan.spec.ray.max_concurrent
@@ -106,6 +108,13 @@ class Launcher:
         self.same = SameRuns(plan.cells)
         #: the spec's budget, kept (None without one)
         self.keeper: Keeper | None = None
+        #: adaptive seeds: the cells the rounds need so far (None: a fixed seeds count or list)
+        if plan.spec.adaptive is not None and rounds is None:
+            raise ValueError(
+                f"{plan.source}: seeds: {{min, max}} needs the rounds: "
+                "Launcher(plan, rounds=gppo.analysis.adaptive.Rounds.of_plan(plan))"
+            )
+        self.gate = SeedGate(rounds, self.same) if rounds is not None else None
 
     def run(self) -> LaunchResult:
         """Check the store is reachable from the cluster, hold the sweep's lock, dispatch.
@@ -166,6 +175,7 @@ class Launcher:
                 result.cells = reconcile(ctx, disp, list(self.plan.cells))
                 self._cells = list(result.cells.values())
                 self.keeper = self._budget(ctx)
+                self._next_round(ctx, result)
                 self.on_update(result)  # the sweep's cells, before any event
                 for st in result.cells.values():
                     if st.state == RUNNING:
@@ -204,6 +214,7 @@ class Launcher:
                             if self.keeper is not None and att is not None:
                                 took = time.time() - att.submitted_at
                                 self.keeper.ended(st.cell.id, attempt_hours(att.metrics, took))
+                        self._next_round(ctx, result)
                         if time.monotonic() - last_metrics >= self.metrics_every_s:
                             self._refresh_metrics(ctx, cells)
                             last_metrics = time.monotonic()
@@ -213,7 +224,8 @@ class Launcher:
                         raise
             self.on_update(result)
             result.left = left = self._left(cells)
-            if not [c for cid, c in cells.items() if c.state in OPEN and cid not in left]:
+            skip = left.keys() | result.unneeded
+            if not [c for cid, c in cells.items() if c.state in OPEN and cid not in skip]:
                 return
             waits = [c.ready_at - now for c in cells.values() if c.state == WAITING]
             delay = min([self.poll_s, *(w for w in waits if w > 0)])
@@ -245,6 +257,8 @@ class Launcher:
                 return
             if not self.same.may_start(st, cells):  # an identical cell's run serves it
                 continue
+            if self.gate is not None and not self.gate.admits(st.cell.id):
+                continue  # adaptive seeds: not needed by the rounds (yet)
             if st.state == PENDING or (st.state == WAITING and st.ready_at <= now):
                 if self.keeper is not None and self.keeper.admit(st.cell.id) is not None:
                     continue  # left pending: its forecast would take the sweep past the budget
@@ -254,6 +268,14 @@ class Launcher:
                 if self.watch.cluster.down:  # no answer: one try a round, no more
                     return
                 in_flight += st.state == RUNNING
+
+    def _next_round(self, ctx: SweepContext, result: LaunchResult) -> None:
+        """Adaptive seeds: read the newly finished cells' scores, ask the rounds which cells
+        they need now (:mod:`gppo.sweep.seed_gate`); the others are ``result.unneeded``."""
+        if self.gate is None:
+            return
+        self.gate.observe(ctx, result.cells.values())
+        result.unneeded = self.gate.unneeded(result.cells)
 
     def _left(self, cells: dict[str, CellState]) -> dict[str, str]:
         """The cells the budget left pending, with why: those it refused to start, and the

@@ -134,6 +134,11 @@ class LaunchLog:
             f"sweep {result.sweep_id}: {c['done']}/{len(result.cells)} done, {c['failed']} failed"
             + (f", {c['stopped']} stopped" if c["stopped"] else "")
             + f" in {fmt_duration(self.now() - self.t0)}"
+            + (
+                f" ({len(result.unneeded)} seeds not needed by the adaptive rounds)"
+                if getattr(result, "unneeded", None)
+                else ""
+            )
             + (", interrupted" if result.interrupted else "")
             + (" (jobs left running: relaunch to re-attach)" if result.detached else "")
         )
@@ -141,9 +146,10 @@ class LaunchLog:
 
 
 def state_counts(result: Any) -> dict[str, int]:
-    """Cells per displayed state: pending (with those waiting for a retry), running (with those
-    ending), done, failed, stopped."""
-    cells = list(result.cells.values())
+    """Cells per displayed state: pending (with those waiting for a retry; not the cells the
+    adaptive rounds have not asked for), running (with those ending), done, failed, stopped."""
+    unneeded: set[str] = getattr(result, "unneeded", set())
+    cells = [c for cid, c in result.cells.items() if cid not in unneeded]
 
     def n(*states: State) -> int:
         return sum(1 for c in cells if c.state in states)

@@ -38,15 +38,20 @@ class LaunchResult:
     #: the cells the budget left pending, with why (gppo.sweep.budget); a relaunch with a larger
     #: budget runs them
     left: dict[str, str] = field(default_factory=dict)
+    #: adaptive seeds: the cells the rounds did not need (:mod:`gppo.sweep.seed_gate`); a sweep
+    #: is complete without them
+    unneeded: set[str] = field(default_factory=set)
 
     def count(self, state: State) -> int:
         return sum(1 for c in self.cells.values() if c.state == state)
 
     @property
     def ok(self) -> bool:
-        """Every cell done, or left by the budget (what ran is reported; exit 0)."""
+        """Every cell done, left by the budget or not needed by the adaptive rounds (what ran is
+        reported; exit 0)."""
         return bool(self.cells) and all(
-            c.state == DONE or cid in self.left for cid, c in self.cells.items()
+            c.state == DONE or cid in self.left or cid in self.unneeded
+            for cid, c in self.cells.items()
         )
 
 

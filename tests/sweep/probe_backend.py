@@ -45,6 +45,9 @@ class ProbeSettings(BaseModel):
     orphan_times: int = 0
     ignore_sigterm: bool = False  # the job's own process ignores SIGTERM
     note: str = ""  # echoed back into the run (injection tests)
+    #: the final avg@k: score + score_sd x a normal draw fixed by the cell's id (adaptive seeds)
+    score: float = 0.5
+    score_sd: float = 0.0
     #: give the job an env var Ray's runtime env refuses (not a string): Ray refuses the
     #: submission itself, the job never starts
     refused: bool = False

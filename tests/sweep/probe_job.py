@@ -11,6 +11,14 @@ import time
 from pathlib import Path
 
 
+def _final_score(cell: dict, s: dict) -> float:
+    """The final avg@k: ``score`` plus ``score_sd`` times a normal draw fixed by the cell's id
+    (its seed included), so that a cell's score is the same in every attempt and launch."""
+    import random
+
+    return s.get("score", 0.5) + s.get("score_sd", 0.0) * random.Random(cell["id"]).gauss(0, 1)
+
+
 def main() -> int:
     started = time.time()
     cell = json.loads(sys.argv[1])
@@ -56,7 +64,7 @@ def main() -> int:
         if step == 1 and attempt <= s.get("hang_times", 0):
             print("probe hanging on purpose", flush=True)
             time.sleep(90)  # a hung engine: alive, logging nothing (longer than any test waits)
-    run.log_evaluation(dict.fromkeys(cell["benchmarks"], 0.5), s["steps"])
+    run.log_evaluation(dict.fromkeys(cell["benchmarks"], _final_score(cell, s)), s["steps"])
     retry_locked(lambda: client.set_tag(run_id, "probe.note", s.get("note", "")))
     if not s.get("no_finish"):
         run.finish(s["steps"])
