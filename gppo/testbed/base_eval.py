@@ -4,11 +4,11 @@ Every cell of a sweep starts from the same base model and evaluates it with the 
 step-0 evaluation is the same computation in every cell (about 1 s on one core, 51 times in the
 quick start). The first cell to need it computes it and stores it under the base-model cache
 (``<cache>/evals/<key>.json``); later cells read it. The key holds everything the numbers depend
-on: the base model file's bytes (sha256), the benchmarks, k, the evaluation seed and prompt cap,
-the thread count (another float reduction order), the CPU kernels in effect (ATen's capability and
-the variables of :mod:`.cpu_kernels`: a pinned and a natural cell do not share it) and the torch
-version. A corrupt or unreadable
-entry is recomputed, never trusted.
+on: the base model file's bytes (sha256) and the temperature folded into it at load (when not 1),
+the benchmarks, k, the evaluation seed and prompt cap, the thread count (another float reduction
+order), the CPU kernels in effect (ATen's capability and the variables of :mod:`.cpu_kernels`: a
+pinned and a natural cell do not share it) and the torch version. A corrupt or unreadable entry is
+recomputed, never trusted.
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ def base_eval_key(
         + [os.environ.get(name) for name in cpu_kernels.KERNEL_VARS],
         "torch": torch.__version__,
     }
+    if base.temperature != 1.0:  # the same file, another policy; out at 1: the old keys hold
+        key["base_temperature"] = base.temperature
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
 

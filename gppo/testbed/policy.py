@@ -110,6 +110,22 @@ class Policy(nn.Module):
         return self._logits(x)[:, 0], new
 
 
+@torch.no_grad()
+def fold_temperature(policy: Policy, tau: float) -> Policy:
+    """``policy`` with a temperature τ folded into its final layer, in place: the final
+    LayerNorm's weight and bias divided by τ, so its logits are the old ones divided by τ (the
+    output projection is the tied embedding, which the input also reads: it is left alone).
+
+    Exact where it matters: each of the two vectors is divided once, correctly rounded (IEEE), so
+    the weights loaded at a τ are the same bits on every machine; for a power-of-two τ the logits
+    are exactly the old ones / τ, otherwise within float32 rounding of them (every token's ranking
+    kept but for a near-tie within that rounding). τ = 1 changes nothing."""
+    if tau != 1.0:
+        policy.ln_f.weight.div_(tau)
+        policy.ln_f.bias.div_(tau)
+    return policy
+
+
 def response_log_probs(
     policy: Policy,
     prompt_ids: torch.Tensor,

@@ -58,6 +58,8 @@ class BaseModelSettings(BaseModel):
     ``n_heads`` and ``warmstart_*`` fields (:func:`gppo.testbed.warmstart.warmstart_key`), so every
     cell of a sweep shares one base model: the shipped one for the defaults and the exploration
     family (:mod:`gppo.testbed.shipped`), else built once and cached under ``cache_dir``.
+    ``base_temperature`` changes the base as loaded, not its file: the loaded policy's logits are
+    the file's divided by τ (:func:`gppo.testbed.policy.fold_temperature`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -98,6 +100,16 @@ class BaseModelSettings(BaseModel):
         0.3, ge=0, le=1, description="share of training answers replaced by a plausible wrong one"
     )
     warmstart_seed: int = 0
+    # the base as loaded: a temperature folded into its final layer (not in the warm-start key:
+    # every value loads the same shipped or built file, then divides the final LayerNorm by it)
+    base_temperature: float = Field(
+        1.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="τ folded into the base's final layer (its logits / τ): above 1 the correct "
+        "answers get rarer, every token's ranking kept (docs/studies/rare-learnable.md); "
+        "1: the base as shipped",
+    )
     cache_dir: str | None = Field(
         None,
         description="where self-built bases are cached (None: the cache root's bases/, "
@@ -109,6 +121,23 @@ class BaseModelSettings(BaseModel):
         if self.d_model % self.n_heads:
             raise ValueError(f"n_heads ({self.n_heads}) must divide d_model ({self.d_model})")
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        return without_neutral_settings(handler(self))
+
+
+#: the base-model settings that leave the base as loaded unchanged at their neutral value: there
+#: they stay out of the settings' dump (:func:`without_neutral_settings`), so a cell written
+#: before they existed keeps its settings hash (and its run)
+NEUTRAL_SETTINGS: dict[str, Any] = {"base_temperature": 1.0}
+
+
+def without_neutral_settings(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` (a settings dump) without the :data:`NEUTRAL_SETTINGS` at their neutral value."""
+    return {
+        k: v for k, v in data.items() if not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])
+    }
 
 
 #: the fields of another trainer's section that pick a base of the testbed's family: off (None),

@@ -23,6 +23,7 @@ import torch  # torch computes nothing at import: main() pins its kernels before
 from gppo.testbed import cpu_kernels
 from gppo.testbed.answer_prob import answer_summary
 from gppo.testbed.evaluate import evaluate
+from gppo.testbed.policy import Policy
 from gppo.testbed.settings import RL, BaseModelSettings
 from gppo.testbed.shipped import RECORD_K, SHIPPED_DIR, base_name, record_path
 from gppo.testbed.tasks import get_domain
@@ -45,6 +46,26 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def base_scores(policy: Policy, domain_name: str) -> dict[str, Any]:
+    """A base's numbers as its record states them: avg@8 per benchmark and their mean (the
+    testbed's eval seed ``RL.eval_seed``), and, teacher-forced on the same benchmarks, the
+    probability of the correct answer, the mean μ of its tokens and the share of them with
+    μ < 0.1 (:mod:`gppo.testbed.answer_prob`), per benchmark and their means."""
+    domain = get_domain(domain_name)
+    scores = evaluate(policy, domain, domain.benchmark_names, RECORD_K, RL.eval_seed)
+    answers = {b: answer_summary(policy, domain.benchmark(b)) for b in domain.benchmark_names}
+    return {
+        f"avg_at_{RECORD_K}": {b: scores[b] for b in domain.benchmark_names},
+        f"avg_at_{RECORD_K}_mean": sum(scores.values()) / len(scores),
+        "eval_seed": RL.eval_seed,
+        "answers": answers,
+        "answers_mean": {
+            k: sum(a[k] for a in answers.values()) / len(answers)
+            for k in next(iter(answers.values()))
+        },
+    }
+
+
 def ship(
     settings: BaseModelSettings, threads: int = 1, changed: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -61,24 +82,12 @@ def ship(
     half = {k: v.half() for k, v in policy.state_dict().items()}
     torch.save({"key": warmstart_key(settings), "state_dict": half}, str(SHIPPED_DIR / name))
     stored = load_policy(settings, SHIPPED_DIR / name)  # the record is of what loads, not of fp32
-    domain = get_domain(settings.domain)
-    scores = evaluate(stored, domain, domain.benchmark_names, RECORD_K, RL.eval_seed)
-    answers = {b: answer_summary(stored, domain.benchmark(b)) for b in domain.benchmark_names}
     rec = {
         "domain": settings.domain,
         "hash": warmstart_hash(settings),
         "file": name,
         "key": warmstart_key(settings),
-        f"avg_at_{RECORD_K}": {b: scores[b] for b in domain.benchmark_names},
-        f"avg_at_{RECORD_K}_mean": sum(scores.values()) / len(scores),
-        "eval_seed": RL.eval_seed,
-        # teacher-forced, on the same benchmarks: the probability of the correct answer, the
-        # mean μ of its tokens and the share of them with μ < 0.1 (gppo.testbed.answer_prob)
-        "answers": answers,
-        "answers_mean": {
-            k: sum(a[k] for a in answers.values()) / len(answers)
-            for k in next(iter(answers.values()))
-        },
+        **base_scores(stored, settings.domain),
         "build": {
             "steps": run.steps,
             "restarts": run.restarts,

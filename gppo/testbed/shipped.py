@@ -4,7 +4,9 @@
 and its warm-start key; ``base-<domain>.json`` holds the key's hash, how it was built, and its own
 avg@8 per benchmark as measured when it was shipped. The exploration family
 (docs/studies/exploration.md) ships beside it as ``base-<domain>-<setting><value>.pt`` /
-``.json``: the same recipe with one warm-start setting changed (``warmstart_target``).
+``.json``: the same recipe with one warm-start setting changed (``warmstart_target``). The
+tempered family (docs/studies/rare-learnable.md) ships no file of its own: each level is the
+default file at a temperature (:mod:`.tempered`), its records in ``tempered-<domain>.json``.
 :func:`shipped_file` is what :func:`~gppo.testbed.warmstart.load_base_model` consults
 first: a spec whose base-model settings hash to a shipped key trains from that file and builds
 nothing.

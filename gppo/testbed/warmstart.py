@@ -48,7 +48,7 @@ import torch
 from gppo.testbed.cache import build_once, cache_root
 from gppo.testbed.evaluate import avg_at_k
 from gppo.testbed.no_dynamo import AdamW
-from gppo.testbed.policy import Policy, PolicyConfig
+from gppo.testbed.policy import Policy, PolicyConfig, fold_temperature
 from gppo.testbed.settings import BaseModelSettings
 from gppo.testbed.shipped import shipped_file
 from gppo.testbed.tasks import TASKS_VERSION, Domain, get_domain
@@ -251,11 +251,13 @@ def train_base(
 @dataclass
 class BaseModel:
     """A loaded base model: the policy, where it came from (``shipped``: the package's own file;
-    ``cached``: built earlier on this machine; ``built``: built by this call) and its file."""
+    ``cached``: built earlier on this machine; ``built``: built by this call), its file, and the
+    temperature folded into it as loaded (``base_temperature``; 1: the file as it is)."""
 
     policy: Policy
     source: str
     path: str
+    temperature: float = 1.0
 
     @property
     def built(self) -> bool:
@@ -283,7 +285,16 @@ def _build_note(settings: BaseModelSettings, key: str) -> str:
 
 def load_base_model(settings: BaseModelSettings, say: Callable[[str], None] = print) -> BaseModel:
     """The base model for ``settings``: the shipped file when its key matches, else the cached
-    build, else built here (at most once across concurrent processes)."""
+    build, else built here (at most once across concurrent processes); with ``base_temperature``
+    τ folded into its final layer (:func:`~gppo.testbed.policy.fold_temperature`): the file is the
+    same at every τ."""
+    base = _load_base_file(settings, say)
+    base.temperature = settings.base_temperature
+    fold_temperature(base.policy, base.temperature)
+    return base
+
+
+def _load_base_file(settings: BaseModelSettings, say: Callable[[str], None]) -> BaseModel:
     key = warmstart_hash(settings)
     shipped = shipped_file(settings.domain, key)
     if shipped is not None:
