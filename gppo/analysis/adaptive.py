@@ -120,6 +120,8 @@ class TableRounds:
                     have = sum(c.id in scores for c in self.cells[r][:look])
                     stops[r] = RowStop(OPEN, "", have, *_last(stops.get(r)))
                 return stops, wanted, j
+            if not others:  # the reference alone: nothing to compare, min seeds and done
+                return stops, wanted, j + 1
             ref_scores = [scores[c.id] for c in ref[:look]]
             rows = {
                 r: ref_scores if r in self.same else

@@ -322,6 +322,14 @@ class AdaptiveSeeds(_Strict):
         return self
 
 
+def seed_list(seeds: int | list[int] | AdaptiveSeeds) -> list[int]:
+    """Every seed a cell may get: 0..n-1 for a count, the list, or 0..max-1 for adaptive seeds
+    (the rounds run a prefix of it, :mod:`gppo.analysis.adaptive`)."""
+    if isinstance(seeds, AdaptiveSeeds):
+        return list(range(seeds.max))
+    return list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+
+
 class GridSpec(_Strict):
     name: str
     backend: str = DEFAULT_BACKEND
@@ -443,11 +451,8 @@ class GridSpec(_Strict):
 
     @property
     def seed_list(self) -> list[int]:
-        """Every seed a cell may get: 0..n-1, the list, or 0..max-1 for adaptive seeds (the
-        rounds run a prefix of it, :mod:`gppo.analysis.adaptive`)."""
-        if isinstance(self.seeds, AdaptiveSeeds):
-            return list(range(self.seeds.max))
-        return list(range(self.seeds)) if isinstance(self.seeds, int) else list(self.seeds)
+        """:func:`seed_list` of the spec's ``seeds``."""
+        return seed_list(self.seeds)
 
     @property
     def experiment(self) -> str:

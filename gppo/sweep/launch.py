@@ -274,7 +274,7 @@ class Launcher:
         they need now (:mod:`gppo.sweep.seed_gate`); the others are ``result.unneeded``."""
         if self.gate is None:
             return
-        self.gate.observe(ctx, result.cells.values())
+        self.gate.observe(ctx, result.cells.values(), left=self._left(result.cells))
         result.unneeded = self.gate.unneeded(result.cells)
 
     def _left(self, cells: dict[str, CellState]) -> dict[str, str]:

@@ -13,7 +13,7 @@ finished runs and re-attach the running ones).
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
 from gppo import metrics as M
@@ -33,7 +33,9 @@ class SeedRounds(Protocol):
 
     def wanted(self, scores: Mapping[str, float]) -> set[str]: ...
 
-    def cell_texts(self, scores: Mapping[str, float]) -> dict[str, str]: ...
+    def cell_texts(
+        self, scores: Mapping[str, float], left: Collection[str] = ()
+    ) -> dict[str, str]: ...
 
 
 class SeedGate:
@@ -46,8 +48,12 @@ class SeedGate:
         self.wanted: set[str] = set()
         self._tagged: dict[str, str] = {}  # run id -> the row's stop last written on it
 
-    def observe(self, ctx: SweepContext, cells: Iterable[CellState]) -> None:
-        """Read the score of every DONE cell not read yet, then ask the rounds again."""
+    def observe(
+        self, ctx: SweepContext, cells: Iterable[CellState], left: Collection[str] = ()
+    ) -> None:
+        """Read the score of every DONE cell not read yet, then ask the rounds again; ``left``:
+        the cells the budget would not start (their rows' runs say so)."""
+        cells = list(cells)
         todo = {st.run_id: st for st in cells if st.state == DONE and st.run_id
                 and st.cell.id not in self.scores}  # fmt: skip
         ids = list(todo)
@@ -68,12 +74,12 @@ class SeedGate:
             if any(c.id in wanted for c in group):
                 wanted |= {c.id for c in group}
         self.wanted = wanted
-        self._tag(ctx, {st.cell.id: st.run_id for st in cells if st.run_id})
+        self._tag(ctx, {st.cell.id: st.run_id for st in cells if st.run_id}, left)
 
-    def _tag(self, ctx: SweepContext, runs: Mapping[str, str]) -> None:
+    def _tag(self, ctx: SweepContext, runs: Mapping[str, str], left: Collection[str]) -> None:
         """Write on each scored cell's run why its row stopped (:data:`gppo.metrics.
         TAG_ROW_STOPPED`), where that changed; a store error leaves it to the next round."""
-        for cid, text in self.rounds.cell_texts(self.scores).items():
+        for cid, text in self.rounds.cell_texts(self.scores, left).items():
             run_id = runs.get(cid)
             if run_id is None or self._tagged.get(run_id) == text:
                 continue

@@ -26,6 +26,7 @@ from gppo.grid.axes import check_path, put, spec_path
 from gppo.grid.errors import from_validation_error
 from gppo.grid.load import SETTINGS, backend_of, spec_from_yaml, spec_to_yaml
 from gppo.grid.schema import GridSpec
+from gppo.grid.schema import seed_list as schema_seed_list
 from gppo.objectives.defaults import grid_label
 from gppo.sweep.tuning.spec import ALPHA_FAMILY, RadiusRange, Range, Space, TuneSpec
 
@@ -118,11 +119,11 @@ def _grid_spec(spec: TuneSpec, cfg: TrialConfig, *, seeds: Any, name: str) -> Gr
 
     base = spec_from_yaml({**spec.base, "name": name}, spec.file)
     divergence = registries.check_divergence(cfg.divergence)  # as the grid spells it
-    seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
+    seeds_of = schema_seed_list(seeds)
     cell = cell_id(divergence, cfg.estimator)
 
     def mine(key: str) -> bool:  # the override and δ keys that name this trial's cell
-        return key == divergence or match_cell_key(key, {cell}, seed_list) is not None
+        return key == divergence or match_cell_key(key, {cell}, seeds_of) is not None
 
     cal = base.calibration
     calibration: dict[str, Any] = {k: getattr(cal, k) for k in cal.model_fields_set}

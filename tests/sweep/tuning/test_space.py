@@ -14,6 +14,7 @@ from gppo.sweep.tuning.cells import trial_cell
 from gppo.sweep.tuning.space import (
     alpha_name,
     best_grid,
+    best_spec,
     config_from_params,
     corner_configs,
     suggest,
@@ -116,3 +117,26 @@ def test_a_search_key_may_be_any_path_an_axis_may_vary(tmp_path):
     cfg = TrialConfig("tv", "mc", lr_key="lr", lr=0.003)
     (cell,) = expand(trial_spec(spec, cfg, 1))
     assert cell.settings["lr"] == 0.003
+
+
+def test_a_base_with_adaptive_seeds_tunes_on_its_first_seed_and_keeps_them_in_best(tmp_path):
+    """``tune`` is unaffected by adaptive seeds (issue 48): a trial runs the base's first seed,
+    ``best.yaml`` keeps ``seeds: {min, max}``, and its one-cell sweep runs ``min`` seeds."""
+    from gppo.analysis.adaptive import Rounds
+    from gppo.grid.expand import expand
+    from gppo.grid.load import Plan
+
+    spec = _spec(
+        tmp_path, seeds={"min": 2, "max": 5}, overrides={"tv-mc-s4": {"tuneprobe": {"width": 9}}}
+    )
+    tv = config_from_params(
+        {"divergence": "tv", "estimator": "mc", "r_min": 0.8, "lr": 1e-3}, spec.tune.space
+    )
+    assert trial_cell(spec, tv, 0)[0].seed == 0
+    best = best_grid(spec, tv)
+    assert best["seeds"] == {"min": 2, "max": 5}
+    assert best["overrides"] == {"tv-mc-s4": {"tuneprobe": {"width": 9}}}  # a seed of max's
+    grid = best_spec(spec, tv)
+    rounds = Rounds.of_plan(Plan("best.yaml", grid, "best", tuple(expand(grid, "best.yaml"))))
+    assert rounds.wanted({}) == {"tv-mc-s0", "tv-mc-s1"}
+    assert rounds.wanted({"tv-mc-s0": 40.0, "tv-mc-s1": 42.0}) == {"tv-mc-s0", "tv-mc-s1"}
