@@ -33,7 +33,7 @@ from gppo.cell import Cell
 from gppo.grid.sharing import run_key
 
 #: a row not yet decided (its round under way, or left by the budget)
-OPEN = STATUS_NAMES[CONTINUE]
+OPEN = "open"
 #: the reason of an open row whose next seeds the budget left pending
 BUDGET = "budget"
 
@@ -71,7 +71,8 @@ class RowStop:
 
     @classmethod
     def of(cls, d: RowDecision) -> RowStop:
-        return cls(d.status, d.reason, d.n, d.delta, d.interval)
+        status = OPEN if d.status == STATUS_NAMES[CONTINUE] else d.status
+        return cls(status, d.reason, d.n, d.delta, d.interval)
 
     def text(self) -> str:
         """``separated at 4 seeds``, ``not separable within max (8 seeds)``, ``open (3 seeds)``."""
@@ -133,7 +134,7 @@ class TableRounds:
                 if r in decided:
                     continue
                 stops[r] = RowStop.of(d)
-                if d.status != OPEN:
+                if stops[r].status != OPEN:
                     decided[r], used_n[r] = d.status, d.n
             if rnd.done:
                 return stops, wanted, j + 1

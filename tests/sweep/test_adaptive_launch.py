@@ -115,3 +115,20 @@ def test_kill9_mid_round_loses_no_round_and_runs_no_seed_twice(tmp_path, ray_clu
         assert len(attempts) == 1, cell
     rounds = Rounds.of_plan(plan)
     assert set(runs) == rounds.wanted(scores_of(runs, plan))  # every round the data ask for
+
+
+def test_the_budget_ends_the_rounds_and_the_rows_say_so(tmp_path, ray_cluster):
+    spec = adaptive_spec(tmp_path, ray_cluster.address, "adaptive-budget")
+    text = spec.read_text() + "budget: {runs: 7}\n"
+    spec.write_text(text)
+    plan = load_plan(spec)
+    rounds = Rounds.of_plan(plan)
+    result = Launcher(plan, poll_s=0.3, rounds=rounds).run()
+    assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
+    runs = finished_runs(f"sqlite:///{tmp_path}/mlflow.db", "adaptive-budget")
+    assert len(runs) == 7  # the first round (6) and one seed of the second
+    assert result.left and set(result.left) <= rounds.wanted(scores_of(runs, plan))
+    (stops,) = rounds.stops(scores_of(runs, plan), left=result.left)
+    assert stops["hellinger/mc"].status == "open" and stops["hellinger/mc"].reason == "budget"
+    tag = runs["hellinger-mc-s0"][0].data.tags[M.TAG_ROW_STOPPED]
+    assert tag == "left by the budget at 2 seeds", tag
