@@ -46,6 +46,7 @@ def test_plan_states_the_range_of_runs_and_the_forecast_range(tmp_path):
         ("{min: 2, max: 4, equivalence: 0}", "", "seeds: equivalence must be a margin in points > 0"),
         ("{min: 2, max: 4, equivalence: -1.5}", "", "equivalence must be a margin in points > 0"),
         ("{min: 2, max: 4, batch: 0}", "", "seeds: batch must be at least 1"),
+        ("{min: 2, max: 4, first: -1}", "", "seeds: first must be >= 0 (got -1)"),
         ("{min: 2, max: 4, maximum: 9}", "", "seeds: unknown key 'maximum'; allowed: min, max"),
         ("{min: 2, max: 4}", "axes: {local.lr: [1e-4, 3e-4]}\nselect: [local.lr]\n",
          "select: is not allowed with adaptive seeds"),

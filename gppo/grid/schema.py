@@ -20,7 +20,8 @@ Fields and defaults::
     seeds: 1                       a count n (seeds 0..n-1), an explicit list, or adaptive:
                                    {min: 2, max: 8, batch: 1, equivalence: null} (every cell
                                    starts with min seeds; undecided rows get batch more a round,
-                                   up to max; equivalence: a margin in points; docs/statistics.md)
+                                   up to max; equivalence: a margin in points; first: the first
+                                   seed, default 0; docs/statistics.md)
     reference: tv/mc               <divergence>/<estimator> of the grid or a baseline; when left
                                    out and tv/mc is not in the grid: the grid's first cell
     benchmarks: []                 empty: the backend's defaults; else checked against its list
@@ -288,16 +289,18 @@ MAX_SEEDS = 10_000
 
 
 class AdaptiveSeeds(_Strict):
-    """``seeds: {min, max, batch, equivalence}``: adaptive seeds (issue 48). Every cell starts
-    with ``min`` seeds (0..min-1); after each round the rows still undecided against the reference
-    get ``batch`` more, and the reference with them, up to ``max``
-    (:mod:`gppo.analysis.sequential`, :mod:`gppo.analysis.adaptive`). ``equivalence``: a margin
+    """``seeds: {min, max, batch, equivalence, first}``: adaptive seeds (issue 48). Every cell
+    starts with ``min`` seeds (``first`` .. ``first + min - 1``); after each round the rows
+    still undecided against the reference get ``batch`` more, and the reference with them, up
+    to ``max`` (:mod:`gppo.analysis.sequential`, :mod:`gppo.analysis.adaptive`). ``equivalence``: a margin
     in points within which a row is shown equivalent (two one-sided tests); None: none."""
 
     min: int = 2
     max: int = 8
     batch: int = 1
     equivalence: float | None = None
+    #: the first seed: the cells' seeds are first, first + 1, ..., first + max - 1
+    first: int = 0
 
     @model_validator(mode="after")
     def _check(self) -> AdaptiveSeeds:
@@ -310,6 +313,7 @@ class AdaptiveSeeds(_Strict):
             ("max", self.max >= self.min, f"at least min={self.min} (got {self.max})"),
             ("max", self.max <= MAX_SEEDS, f"at most {MAX_SEEDS} (got {self.max})"),
             ("batch", self.batch >= 1, f"at least 1 (got {self.batch})"),
+            ("first", self.first >= 0, f">= 0 (got {self.first})"),
             (
                 "equivalence",
                 self.equivalence is None or self.equivalence > 0,
@@ -323,10 +327,10 @@ class AdaptiveSeeds(_Strict):
 
 
 def seed_list(seeds: int | list[int] | AdaptiveSeeds) -> list[int]:
-    """Every seed a cell may get: 0..n-1 for a count, the list, or 0..max-1 for adaptive seeds
-    (the rounds run a prefix of it, :mod:`gppo.analysis.adaptive`)."""
+    """Every seed a cell may get: 0..n-1 for a count, the list, or first..first+max-1 for
+    adaptive seeds (the rounds run a prefix of it, :mod:`gppo.analysis.adaptive`)."""
     if isinstance(seeds, AdaptiveSeeds):
-        return list(range(seeds.max))
+        return list(range(seeds.first, seeds.first + seeds.max))
     return list(range(seeds)) if isinstance(seeds, int) else list(seeds)
 
 
@@ -389,7 +393,7 @@ class GridSpec(_Strict):
             where = ".".join(str(p) for p in err["loc"])
             msg = str(err["msg"]).removeprefix("Value error, ")
             if err["type"] == "extra_forbidden":
-                msg = f"unknown key {where!r}; allowed: min, max, batch, equivalence"
+                msg = f"unknown key {where!r}; allowed: min, max, batch, equivalence, first"
             elif where:
                 msg = f"{where}: {msg}"
             raise ValueError(msg) from None

@@ -113,3 +113,10 @@ def test_each_axis_point_is_its_own_table(tmp_path):
     stops = rounds.stops(run_rounds(rounds, everything))
     assert stops[0]["sapo"].status == "separated" and stops[0]["sapo"].seeds == 2
     assert stops[1]["sapo"].status != "separated"
+
+
+def test_first_moves_the_design_onto_other_seeds(tmp_path):
+    plan = plan_of(tmp_path, seeds="{min: 2, max: 4, first: 100}")
+    rounds = Rounds.of_plan(plan)
+    assert sorted({c.seed for c in plan.cells}) == [100, 101, 102, 103]
+    assert {int(cid.rpartition("-s")[2]) for cid in rounds.wanted({})} == {100, 101}
