@@ -17,6 +17,7 @@ from __future__ import annotations
 import html
 import io
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -203,11 +204,16 @@ def write_axes_report(
     select: list[str] | None = None,
     home: dict[str, Any] | None = None,
     figures: bool = True,
+    mark: Callable[[list[PointTable]], None] | None = None,
     **table_kwargs: Any,
 ) -> AxesReport:
-    """Every file of the module docstring; ``table_kwargs``: :func:`build_table1`'s."""
+    """Every file of the module docstring; ``table_kwargs``: :func:`build_table1`'s; ``mark``:
+    what changes every point's Table 1 before it is written (adaptive seeds: the rows' stops,
+    :mod:`gppo.analysis.adaptive_report`)."""
     out.mkdir(parents=True, exist_ok=True)
     tables = point_tables(tidy, **table_kwargs)
+    if mark is not None:
+        mark(tables)
     files = []
     for fmt in fmts:
         path = out / f"table1.{EXTENSIONS[fmt]}"

@@ -89,6 +89,9 @@ class PageInput:
     #: more sections after Table 1, ``(id, title, html)`` (a sweep with axes: every point's
     #: Table 1, the rank stability, each cell at its best point)
     sections: Sequence[tuple[str, str, str]] = ()
+    #: adaptive seeds: the summary's seeds part, ``adaptive seeds 2-8: 14 runs of at most 40``
+    #: (:func:`gppo.analysis.adaptive_report.runs_line`)
+    adaptive: str | None = None
 
 
 def embed_png(path: Path) -> str:
@@ -240,16 +243,20 @@ def _seeds(page: PageInput) -> str:
     return ", ".join(map(str, seeds)) or "-"
 
 
-def _summary(rows: list[dict[str, Any]], totals: dict[str, str], seeds: str) -> str:
-    """``17 cells (17 done) · seeds 0 · wall time 21m36s · 0.360 CPU-h · 0 GPU-h``."""
+def _summary(
+    rows: list[dict[str, Any]], totals: dict[str, str], seeds: str, adaptive: str | None = None
+) -> str:
+    """``17 cells (17 done) · seeds 0 · wall time 21m36s · 0.360 CPU-h · 0 GPU-h``; with
+    adaptive seeds ``adaptive seeds 2-8: 14 runs of at most 40`` in place of the seeds."""
+    seeds_text = adaptive or f"seeds {seeds}"
     if not rows:
-        return f"seeds {seeds}"
+        return seeds_text
     states: dict[str, int] = {}
     for r in rows:
         states[r["status"]] = states.get(r["status"], 0) + 1
     counts = ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
     return (
-        f"{len(rows)} cells ({counts}) · seeds {seeds} · wall time {totals['wall']} (sum over"
+        f"{len(rows)} cells ({counts}) · {seeds_text} · wall time {totals['wall']} (sum over"
         f" cells) · {totals['cpu_h']} CPU-h · {totals['gpu_h']} GPU-h"
         + (f" · {totals['money']}" if totals.get("money") else "")
     )
@@ -303,7 +310,7 @@ def render_page(page: PageInput, now: dt.datetime | None = None) -> str:
             versions=package_versions(),
             spec_text=spec_text,
             warnings=list(page.warnings),
-            summary=_summary(rows, totals, about["seeds"]),
+            summary=_summary(rows, totals, about["seeds"], page.adaptive),
             sections=[
                 {"id": i, "title": t, "html": Markup(html_body(h))} for i, t, h in page.sections
             ],

@@ -93,12 +93,29 @@ def _sup(mark: str, fmt: str) -> str:
     )
 
 
+#: adaptive seeds: the column that says why each row stopped, and the reference's entry there
+STOPPED = "Stopped"
+REFERENCE_STOP = "reference"
+
+
+def stop_text(table: Table1, row: Row) -> str:
+    """The Stopped entry (adaptive seeds): the row's stop (``separated at 4 seeds``),
+    ``reference`` for the reference (it runs as long as a row compared with it needs), else —."""
+    if row.stop is not None:
+        return row.stop.text()
+    return REFERENCE_STOP if row.cell == table.reference else "—"
+
+
 def columns(table: Table1, block: Block) -> list[str]:
     cols = ["Divergence", "Estimator", *block.benchmarks, "Avg."]
     cost = [table.cost.header()] if table.cost else []
+    stopped = [STOPPED] if table.adaptive else []
     if not table.multi_seed:
-        return [*cols, f"Δ vs {block.reference}", *cost]
-    return [*cols, f"Δ vs {block.reference} (pts)", f"P(> {block.reference})", "Seeds", *cost]
+        return [*cols, f"Δ vs {block.reference}", *stopped, *cost]
+    return [
+        *cols, f"Δ vs {block.reference} (pts)", f"P(> {block.reference})", "Seeds", *stopped,
+        *cost,
+    ]  # fmt: skip
 
 
 def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -126,6 +143,9 @@ def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.Data
             rank += [0, 0]
         else:
             text = [group, label, *values, esc(rel_text(row))]
+        if table.adaptive:
+            text.append(esc(stop_text(table, row)))
+            rank.append(0)
         if table.cost:
             text.append(esc(table.cost.text(block.domain, row.cell)))
             rank.append(0)
@@ -159,6 +179,28 @@ def _highlight_note(table: Table1, fmt: str) -> str | None:
     return None
 
 
+def _p_improve_note(ref: str) -> str:
+    return (
+        f" P(> {ref}): probability of improvement, the Mann-Whitney U over all seed pairs"
+        " / (n·m), ties counting ½, averaged over benchmarks (Agarwal et al., 2021)."
+    )
+
+
+def _adaptive_notes(ref: str) -> list[str]:
+    """The notes on Δ and the mark of a table of adaptive seeds (the rule of
+    :mod:`gppo.analysis.sequential`)."""
+    return [
+        f"Δ vs {ref}: Avg. minus {ref}'s Avg. in points at the row's last look of the adaptive"
+        f" seeds rule [its interval valid under the design, see the note below];"
+        + _p_improve_note(ref),
+        f"{SIG_MARK}: the adaptive seeds rule separated the row from {ref} (a group-sequential"
+        " t-test per row on the variance pooled over the table's rows, corrected over them);"
+        " Stopped: the row's seeds and why it stopped (separated, equivalent within the margin,"
+        " not separable within max, futile, left by the budget, or open: its round not"
+        " finished). The fixed-n tests are not shown: repeated looks invalidate them.",
+    ]
+
+
 def notes(table: Table1, fmt: str = "md", *, general: bool = True, own: bool = True) -> list[str]:
     """Table 1's notes: the ``general`` ones (how to read it: scores, ranks, Δ, the mark; the
     same for every table of one report) and its ``own`` (no reference row, the footnotes, the
@@ -180,9 +222,7 @@ def notes(table: Table1, fmt: str = "md", *, general: bool = True, own: bool = T
             " of those averages: a seed is one run scored on every benchmark, so the run is the"
             " unit.",
             f"Δ vs {ref}: Avg. minus {ref}'s Avg. in points [{conf} t CI on the test's variance,"
-            " so it excludes 0 where the test before correction rejects];"
-            f" P(> {ref}): probability of improvement, the Mann-Whitney U over all seed pairs"
-            " / (n·m), ties counting ½, averaged over benchmarks (Agarwal et al., 2021).",
+            " so it excludes 0 where the test before correction rejects];" + _p_improve_note(ref),
             f"{SIG_MARK}: the row's per-seed Avg. differs from {ref}'s at α = {table.alpha:g}"
             f" ({TESTS[table.test]}, {CORRECTIONS[table.correction]} correction over"
             f" {_compared(table)}); rows with fewer than 2 seeds, or with no spread between seeds"
@@ -194,6 +234,8 @@ def notes(table: Table1, fmt: str = "md", *, general: bool = True, own: bool = T
             )
             + " The corrected test, not the CI of Δ, decides the mark.",
         ]
+        if table.adaptive:  # Δ, its interval and the mark are the adaptive design's
+            out[1:] = _adaptive_notes(ref)
     rule = _highlight_note(table, fmt)
     if rule:
         out.insert(1, rule)
@@ -204,6 +246,8 @@ def notes(table: Table1, fmt: str = "md", *, general: bool = True, own: bool = T
     if lacking:
         out.append(f"No row {ref} in {lacking}: no Δ, P(>) or marks there (see --reference).")
     out += [f"({f.mark}) {f.text}" for f in table.footnotes]
+    if table.adaptive:
+        out.append(table.adaptive)
     if table.cost:
         out.append(table.cost.note())
     return out
@@ -359,7 +403,8 @@ def to_csv(table: Table1) -> str:
 
     domain, cell, per benchmark ``<b>`` (and ``<b>_ci95_lo``/``<b>_ci95_hi`` with several
     seeds), avg (and its CI), rel_pct, delta, delta_ci95_lo, delta_ci95_hi, prob_improvement,
-    p_value, p_adjusted, significant (true/false), n_seeds, note; with a cost
+    p_value, p_adjusted, significant (true/false), n_seeds, note; with adaptive seeds
+    stop_status, stop_reason, stop_seeds, stopped (Δ's interval then the design's); with a cost
     (:mod:`gppo.analysis.cost`) cpu_hours_per_seed, cpu_hours, gpu_hours_per_seed, gpu_hours
     (and cost_per_seed, cost, currency with a price), and a last row, cell ``total``, with the
     table's total (every run once) in them.
@@ -383,6 +428,8 @@ def to_csv(table: Table1) -> str:
             rec["significant"] = "true" if row.significant else "false"
             rec["n_seeds"] = str(row.n_seeds)
             rec["note"] = ";".join(f"{r}:{'/'.join(map(str, s))}" for r, s in row.reasons.items())
+            if table.adaptive:
+                rec.update(_stop_fields(table, row))
             paid = table.cost.rows.get((block.domain, row.cell)) if table.cost else None
             if table.cost and paid is not None:  # a row without runs (the base model): empty
                 rec.update(_cost_fields(table.cost, paid))
@@ -395,6 +442,22 @@ def to_csv(table: Table1) -> str:
 
 
 COST_TOTAL = "total"  # table1.csv's row with the table's total cost
+
+
+def _stop_fields(table: Table1, row: Row) -> dict[str, str]:
+    """table1.csv's adaptive-seeds columns of one row: the stop's status, reason and seeds, and
+    the Stopped text (the reference: ``reference``; the base model: empty)."""
+    from gppo.analysis.adaptive import OPEN
+
+    stop = row.stop
+    text = stop_text(table, row)
+    status = "" if stop is None else "open" if stop.status == OPEN else stop.status
+    return {
+        "stop_status": status,
+        "stop_reason": "" if stop is None else stop.reason,
+        "stop_seeds": "" if stop is None else str(stop.seeds),
+        "stopped": "" if text == "—" else text,
+    }
 
 
 def _cost_fields(cost: TableCost, row: RowCost | None) -> dict[str, str]:

@@ -8,14 +8,14 @@ published numbers.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from gppo.analysis.axes import at_point
+from gppo.analysis.axes import PointTable, at_point
 from gppo.analysis.axes_report import AxesReport, write_axes_report
 from gppo.analysis.collect import Collected, collect
 from gppo.analysis.render import EXTENSIONS, FORMATS, render
@@ -142,6 +142,7 @@ def write_report(
     formats: str | Sequence[str] = "all",
     figures: bool = True,
     attach: bool = True,
+    ended: bool = False,
 ) -> Report:
     """Collect a sweep from MLflow, write Table 1 (+ figures) into ``out_dir`` and attach them.
 
@@ -152,6 +153,12 @@ def write_report(
             ``missing``), reference, avg@k, benchmark order and the spec shown on the page.
             Without it every run found is reported, k is the largest logged.
         reference: the reference cell of the relative change (default: the plan's, else tv/mc).
+        ended: the launch has ended with every cell done, left by the budget or not needed
+            (:func:`after_sweep`): with adaptive seeds and a budget, a row whose next seeds
+            have no run was left by the budget (else it is open: its round under way).
+
+    Adaptive seeds (``seeds: {min, max}``): each row of Table 1 says why it stopped, Δ shows
+    the design's interval (:mod:`gppo.analysis.adaptive_report`), the page the runs used.
 
     With format ``html`` also the self-contained page ``report.html`` (gppo/analysis/page.py).
     Artifacts go to the sweep's parent run under ``report/`` when ``attach`` and it exists.
@@ -164,11 +171,15 @@ def write_report(
     reference = reference or (plan.spec.reference if plan is not None else REFERENCE)
     k = plan.spec.eval.k if plan is not None else None
     got: Collected = collect(ref, expected=expected, k=k, reference=reference)
+    adaptive = _adaptive(plan, got, reference, ended)
+    mark = adaptive.mark if adaptive else None
+    if adaptive:  # the cells the rounds did not need are not missing
+        got.tidy = adaptive.tidy
     benchmarks = _benchmark_order(plan)
     order = {d: benchmarks for d in got.tidy["domain"].unique()} if benchmarks else None
     axes, tidy, at_home = None, got.tidy, expected
     if axis_columns(got.tidy):  # a sweep with axes: Table 1 per point (gppo/analysis/axes.py)
-        axes = _axes_report(got.tidy, out, fmts, plan, figures, reference, order, got.k)
+        axes = _axes_report(got.tidy, out, fmts, plan, figures, reference, order, got.k, mark=mark)
         table, files = axes.table, list(axes.files)
         home = axes.tables[axes.home].point
         tidy = at_point(got.tidy, home)  # the figures' runs and cells: the home point's
@@ -176,6 +187,8 @@ def write_report(
     else:
         price = plan.spec.price if plan is not None else None  # the cost column in money
         table = build_table1(got.tidy, reference=reference, benchmarks=order, k=got.k, price=price)
+        if mark is not None:
+            mark([PointTable({}, table)])
         files = write_tables(table, out, fmts)
     warnings: list[str] = []
     if figures:
@@ -204,7 +217,7 @@ def write_report(
             cells=expected or (), spec=spec_as_run(plan.spec) if plan is not None else None,
             tracking_uri=ref.tracking_uri, experiment_id=ref.experiment_id,
             parent_run_id=got.parent_run_id, k=got.k, warnings=warnings,
-            sections=axes.sections if axes else (),
+            sections=axes.sections if axes else (), adaptive=adaptive.line if adaptive else None,
         )  # fmt: skip
         report.page = write_page(page, out)
         files.append(report.page)
@@ -213,6 +226,50 @@ def write_report(
             got.client.log_artifact(got.parent_run_id, str(path), artifact_path="report")
         report.attached = True
     return report
+
+
+@dataclass
+class _Adaptive:
+    """A report's adaptive seeds: what gives every Table 1 its rows' stops, the page's runs
+    line, and the tidy frame without the pending rows of the cells the rounds did not need."""
+
+    mark: Callable[[list[PointTable]], None]
+    line: str
+    tidy: pd.DataFrame
+
+
+def _adaptive(plan: Plan | None, got: Collected, reference: str, ended: bool) -> _Adaptive | None:
+    """Adaptive seeds (the rounds replayed on the runs' scores, :mod:`gppo.analysis.
+    adaptive_report`); None for a fixed seeds count or list, or a reference other than the
+    spec's (the rounds compared the rows with the spec's)."""
+    if plan is None or plan.spec.adaptive is None or reference != plan.spec.reference:
+        return None
+    from gppo.analysis.adaptive import Rounds
+    from gppo.analysis.adaptive_report import (
+        cell_scores,
+        label_stops,
+        mark_table,
+        runs_line,
+        stops_at,
+        without_unneeded,
+    )
+
+    rounds = Rounds.of_plan(plan)
+    scores = cell_scores(got.runs, got.tidy)
+    # after the launch: a cell the rounds wanted without a score was left by the budget
+    left = (
+        {c.id for c in plan.cells if c.id not in scores}
+        if ended and plan.spec.budget is not None
+        else set()
+    )
+    found = label_stops(rounds, scores, left)
+
+    def mark(tables: list[PointTable]) -> None:
+        for pt in tables:
+            mark_table(pt.table, stops_at(found, pt.point), rounds.design)
+
+    tidy = without_unneeded(got.tidy, plan.cells, rounds.wanted(scores) | set(scores))
+    return _Adaptive(mark, runs_line(rounds, got.runs), tidy)
 
 
 def _benchmark_order(plan: Plan | None) -> list[str]:
@@ -273,6 +330,8 @@ def _axes_report(
     order: dict[str, list[str]] | None,
     k: int | None,
     select: Sequence[str] = (),
+    *,
+    mark: Callable[[list[PointTable]], None] | None = None,
 ) -> AxesReport:
     """The report parts of a sweep with axes; the home point: the spec's own values."""
     home, select = None, list(select)
@@ -288,7 +347,7 @@ def _axes_report(
     return write_axes_report(
         tidy, out, fmts, select=select, home=home, figures=figures,
         reference=reference, benchmarks=order, k=k,
-        price=plan.spec.price if plan is not None else None,
+        price=plan.spec.price if plan is not None else None, mark=mark,
     )  # fmt: skip
 
 
@@ -296,4 +355,4 @@ def after_sweep(plan: Plan, ref: SweepRef) -> Report:
     """What ``launch`` does once every cell has finished: Table 1 and the figures in
     ``reports/<sweep id>/``, attached to the sweep's parent MLflow run (the launcher calls it
     inside ``try/except``, so a report that cannot be built never fails a finished sweep)."""
-    return write_report(ref, plan=plan)
+    return write_report(ref, plan=plan, ended=True)

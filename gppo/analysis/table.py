@@ -64,7 +64,8 @@ def relative_pct(avg: Decimal, ref: Decimal) -> Decimal:
     return quantize((avg - ref) / ref * 100, 2)
 
 
-def _dec(value: float | None, precision: int) -> Decimal | None:
+def decimal_of(value: float | None, precision: int) -> Decimal | None:
+    """``value`` as a Decimal rounded half up to ``precision`` places (None stays None)."""
     return None if value is None else quantize(Decimal(repr(float(value))), precision)
 
 
@@ -81,7 +82,7 @@ def summarise(
         interval = S.mean_ci([float(v) for v in values], confidence)
     if interval is None:
         return Entry(mean=mean, n=n)
-    return Entry(mean, _dec(interval[0], precision), _dec(interval[1], precision), n)
+    return Entry(mean, decimal_of(interval[0], precision), decimal_of(interval[1], precision), n)
 
 
 def _rank(rows: list[Row], column: str) -> None:
@@ -218,9 +219,9 @@ def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) ->
         ci = S.delta_ci(row.seed_avgs, ref.seed_avgs, table.confidence, pool)
         lo, hi = (None, None) if ci is None else ci
         row.delta = Entry(
-            _dec(point, table.precision),
-            _dec(lo, table.precision),
-            _dec(hi, table.precision),
+            decimal_of(point, table.precision),
+            decimal_of(lo, table.precision),
+            decimal_of(hi, table.precision),
             n=len(row.seed_avgs),
         )
         tested.append(row)

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+from typing import TYPE_CHECKING
 
 from gppo.analysis import stats as S
 from gppo.analysis.cost import TableCost
 from gppo.store.state import State
+
+if TYPE_CHECKING:
+    from gppo.analysis.adaptive import RowStop
 
 AVG = "avg"
 HIGHLIGHTS = ("separated", "ranks", "none")
@@ -76,6 +80,9 @@ class Row:
     runs: frozenset[str] = field(default_factory=frozenset, repr=False)
     shares: frozenset[str] | None = field(default=None, repr=False)
     same_runs: str | None = None  # the earlier row whose runs these are (its cell)
+    #: adaptive seeds: why the row stopped (:mod:`gppo.analysis.adaptive_report`); None for
+    #: the reference, the base model and every row of a fixed-seeds table
+    stop: RowStop | None = None
 
     @property
     def estimator(self) -> str | None:
@@ -122,6 +129,9 @@ class Table1:
     #: the comparisons corrected together when more than this table's (a sweep with axes:
     #: every point's, :func:`gppo.analysis.axes.recorrect`), as the † note names them
     family: str | None = None
+    #: adaptive seeds: the note on the design's intervals (:func:`gppo.analysis.
+    #: adaptive_report.design_note`); set, the table has the column Stopped
+    adaptive: str | None = None
 
     def mark(self, reason: str | None) -> str:
         return next((f.mark for f in self.footnotes if f.reason == reason), "")

@@ -200,6 +200,7 @@ def launch(
 ) -> None:
     """Run every unfinished cell as a Ray job (resumes: finished cells are skipped)."""
     p = _plan(spec)
+    from gppo.analysis.adaptive import Rounds
     from gppo.analysis.report import after_sweep
     from gppo.store.state import State
     from gppo.sweep.launch import Launcher
@@ -216,6 +217,7 @@ def launch(
         on_update=out.update,
         on_event=out.event,
         after_sweep=after_sweep,
+        rounds=Rounds.of_plan(p) if p.spec.adaptive is not None else None,
     )
     try:  # LaunchBusy and StoreNotShared (nothing written or submitted) end as one line
         with out:
@@ -263,11 +265,18 @@ def status(
     address: AddressOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Per cell: state, attempt, step, latest train score, final eval, run id."""
+    """Per cell: state, attempt, step, latest train score, final eval, run id; with adaptive
+    seeds the cells the rounds did not need are ``unneeded`` and each row that has stopped says
+    why (``kl/atomic: separated at 4 seeds, Δ -3.1 [-5.9, -0.4]``)."""
     p = _plan(spec)
     from gppo.sweep.control import sweep_status
 
-    rows = sweep_status(p, address=address)
+    rounds = None
+    if p.spec.adaptive is not None:
+        from gppo.analysis.adaptive import Rounds
+
+        rounds = Rounds.of_plan(p)
+    rows = sweep_status(p, address=address, needed=rounds.wanted if rounds else None)
     if as_json:
         sys.stdout.write(json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
         return
@@ -283,7 +292,13 @@ def status(
         (Hours(r.cpu_hours, r.gpu_hours or 0.0, 0.0, 1) for r in rows if r.cpu_hours is not None),
         Hours(),
     )
-    open_ids = [r.cell for r in rows if r.state != State.DONE]
+    open_ids = [r.cell for r in rows if r.state != State.DONE and not r.unneeded]
+    if rounds is not None:
+        from gppo.analysis.adaptive_report import stop_lines
+
+        scores = {r.cell: r.seed_score for r in rows if r.seed_score is not None}
+        for line in stop_lines(rounds, scores):
+            console.print(line, markup=False, highlight=False)
     for line in status_lines(forecast(p), paid, open_ids, p.spec.price):
         console.print(line, markup=False, highlight=False)
     for fix in dict.fromkeys(r.fix for r in rows if r.fix):  # the tracking server refused nodes

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from gppo import metrics as M
 from gppo.errors import ClusterUnreachable
 from gppo.grid.load import Plan
+from gppo.grid.sharing import run_groups
 from gppo.store.cost import spent
 from gppo.store.health import failure_line, node_refusal, what_to_grant
 from gppo.store.state import ACTIVE_JOB, State, cell_state, run_state
@@ -44,9 +45,28 @@ class CellStatus:
     gpu_hours: float | None = None
     #: what to do when the tracking server refused the cell's node (what to grant to whom)
     fix: str | None = None
+    #: a DONE cell's avg@k averaged over its benchmarks, in points (adaptive seeds' score)
+    seed_score: float | None = None
+    #: adaptive seeds: a pending cell the rounds have not asked for (shown as ``unneeded``)
+    unneeded: bool = False
+
+    @property
+    def shown_state(self) -> str:
+        """The state as ``status`` shows it: ``unneeded`` for a cell the rounds did not need."""
+        return UNNEEDED if self.unneeded else self.state.value
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+        out = dict(self.__dict__)
+        del out["seed_score"], out["unneeded"]
+        out["state"] = UNNEEDED if self.unneeded else self.state
+        return out
+
+
+#: the state ``status`` shows for a cell adaptive seeds' rounds did not need
+UNNEEDED = "unneeded"
+#: what tells ``status`` the cells adaptive seeds' rounds need so far, given the DONE cells'
+#: scores (cell id -> points): :meth:`gppo.analysis.adaptive.Rounds.wanted`
+Needed = Callable[[Mapping[str, float]], Collection[str]]
 
 
 def _cluster(plan: Plan, address: str | None) -> Cluster | None:
@@ -68,8 +88,14 @@ def _job_status(client: Any, sid: str) -> str | None:
         return None
 
 
-def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
-    """Per cell: state, latest attempt, step, latest train score, final eval, run id."""
+def sweep_status(
+    plan: Plan, *, address: str | None = None, needed: Needed | None = None
+) -> list[CellStatus]:
+    """Per cell: state, latest attempt, step, latest train score, final eval, run id.
+
+    ``needed`` (adaptive seeds, from the analysis layer): asked with the DONE cells' scores, the
+    cells the rounds need so far; a pending cell outside them (and outside the group of
+    identical cells of one of them) is ``unneeded``."""
     opened = read_sweep(plan)
     groups = opened[0].cell_runs(opened[1], plan.sweep_id) if opened else {}
     cluster = _cluster(plan, address) if opened else None
@@ -113,8 +139,25 @@ def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
         paid = spent(r.data.metrics for r in own) if own else None
         if paid is not None:
             st.cpu_hours, st.gpu_hours = paid.cpu, paid.gpu
+        if derived.state is State.DONE:
+            avg = M.eval_average(run.data.metrics, cell.eval_k)
+            st.seed_score = None if avg is None else 100.0 * avg
         out.append(st)
+    if needed is not None:
+        _mark_unneeded(plan, out, needed)
     return out
+
+
+def _mark_unneeded(plan: Plan, rows: list[CellStatus], needed: Needed) -> None:
+    """Mark the pending cells the rounds do not need (as the launcher's seed gate holds them
+    back: a needed cell's whole group of identical cells is needed)."""
+    scores = {r.cell: r.seed_score for r in rows if r.seed_score is not None}
+    wanted = set(needed(scores))
+    for group in run_groups(plan.cells):
+        if any(c.id in wanted for c in group):
+            wanted |= {c.id for c in group}
+    for r in rows:
+        r.unneeded = r.state is State.PENDING and r.cell not in wanted
 
 
 def _latest_run(plan: Plan, cell_id: str) -> Any | None:

@@ -73,7 +73,7 @@ def status_table(rows: list[Any]) -> Table:
     for r in rows:
         table.add_row(
             r.cell,
-            Text(r.state, style=styles.get(r.state, "")),
+            Text(getattr(r, "shown_state", r.state), style=styles.get(r.state, "")),
             "-" if r.attempt is None else str(r.attempt),
             "-" if r.step is None else str(r.step),
             _fmt(r.score),
