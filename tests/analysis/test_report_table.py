@@ -177,7 +177,7 @@ def test_several_seeds_mean_t_ci_and_seed_counts():
     assert (str(e.mean), e.n) == ("45.0", 3)
     half = stats.t.ppf(0.975, 2) * 5.0 / np.sqrt(3)  # s = 5 points over 3 seeds: ±12.4
     assert (
-        (e.lo, e.hi) == (_dec(45.0 - half), _dec(45.0 + half)) == (Decimal("32.6"), Decimal("57.4"))
+        (e.lo, e.hi) == (decimal_of(45.0 - half), decimal_of(45.0 + half)) == (Decimal("32.6"), Decimal("57.4"))
     )
     assert e.lo < e.mean < e.hi
     assert row["gspo"].n_seeds == 2 and row["kl/atomic"].n_seeds == 3
@@ -278,7 +278,7 @@ def _seed_effect_frame(cells: dict[str, float], seeds: int, rng: np.random.Gener
     return _tidy(rows)
 
 
-def _dec(value: float) -> Decimal:
+def decimal_of(value: float) -> Decimal:
     return quantize(Decimal(repr(float(value))), 1)
 
 
@@ -311,18 +311,18 @@ def test_avg_and_delta_cis_are_t_intervals_over_runs():
     assert x == pytest.approx([46.0, 47.8, 48.8])
     avg = row["kl/atomic"].entries["avg"]
     half = stats.t.ppf(0.975, 2) * np.std(x, ddof=1) / np.sqrt(3)
-    assert (avg.lo, avg.hi) == (_dec(x.mean() - half), _dec(x.mean() + half))
+    assert (avg.lo, avg.hi) == (decimal_of(x.mean() - half), decimal_of(x.mean() + half))
     assert avg.lo <= Decimal("46.0") and avg.hi >= Decimal("48.8")  # not narrower than the runs
 
     pooled_var = (np.var(x, ddof=1) + np.var(y, ddof=1)) / 2  # two rows of 3: 4 df
     half = stats.t.ppf(0.975, 4) * np.sqrt(pooled_var * (1 / 3 + 1 / 3))
     delta = row["kl/atomic"].delta
     d = x.mean() - y.mean()
-    assert (delta.lo, delta.hi) == (_dec(d - half), _dec(d + half))
+    assert (delta.lo, delta.hi) == (decimal_of(d - half), decimal_of(d + half))
     welch = build_table1(_tidy(rows), test="welch")
     ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval()
     wdelta = {r.cell: r for r in welch.blocks[0].rows}["kl/atomic"].delta
-    assert (wdelta.lo, wdelta.hi) == (_dec(ci.low), _dec(ci.high))
+    assert (wdelta.lo, wdelta.hi) == (decimal_of(ci.low), decimal_of(ci.high))
     md = to_markdown(table)
     assert "stratified" not in md and "the run is the unit" in md and "Student t" in md
 
