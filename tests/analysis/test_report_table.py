@@ -177,7 +177,9 @@ def test_several_seeds_mean_t_ci_and_seed_counts():
     assert (str(e.mean), e.n) == ("45.0", 3)
     half = stats.t.ppf(0.975, 2) * 5.0 / np.sqrt(3)  # s = 5 points over 3 seeds: ±12.4
     assert (
-        (e.lo, e.hi) == (decimal_of(45.0 - half), decimal_of(45.0 + half)) == (Decimal("32.6"), Decimal("57.4"))
+        (e.lo, e.hi)
+        == (decimal_of(45.0 - half), decimal_of(45.0 + half))
+        == (Decimal("32.6"), Decimal("57.4"))
     )
     assert e.lo < e.mean < e.hi
     assert row["gspo"].n_seeds == 2 and row["kl/atomic"].n_seeds == 3
