@@ -3,7 +3,8 @@
 
     python benchmarks/adaptive_live.py --fixed FIXED.yaml --adaptive ADAPTIVE.yaml
 
-Both specs must have been launched (each in its own store, or its own experiment). Prints, as
+Both specs must have been launched, each in its own store or experiment (a spec without
+``tracking.uri``: ``mlflow.db`` beside the spec file, where ``launch`` in its folder puts it). Prints, as
 tables: the runs and CPU-h each used (a run's CPU-h: the cores it held x its wall time, every
 attempt; cells on an identical cell's runs cost nothing), and for every row of Table 1 the
 adaptive sweep's decision (its seeds and why it stopped) beside the fixed sweep's (Table 1's
@@ -28,6 +29,7 @@ from gppo.analysis.adaptive import Rounds, row_of
 from gppo.analysis.collect import paid_by_cell
 from gppo.grid import load_plan
 from gppo.grid.load import Plan
+from gppo.grid.sharing import run_groups
 from gppo.store.health import refusal_naming_client
 from gppo.store.records import fetch_records, find_sweep, latest_attempts
 
@@ -44,7 +46,8 @@ class Sweep:
 
 def read_sweep(path: str) -> Sweep:
     plan = load_plan(path)
-    ref = find_sweep(plan.sweep_id, plan.spec.tracking.uri, experiment=plan.spec.experiment)
+    uri = plan.spec.tracking.uri or f"sqlite:///{Path(path).resolve().parent}/mlflow.db"
+    ref = find_sweep(plan.sweep_id, uri, experiment=plan.spec.experiment)
     client = refusal_naming_client(ref.tracking_uri)
     records = fetch_records(client, ref.sweep_id, experiment_id=ref.experiment_id)
     k = {c.id: c.eval_k for c in plan.cells}
@@ -92,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # determinism: the adaptive rounds on the fixed sweep's scores ask for the same runs
     replayed = rounds.wanted(fixed.scores)
+    for group in run_groups(adaptive.plan.cells):  # as the launcher's gate: a wanted cell's
+        if any(c.id in replayed for c in group):  # identical cells are served by its run
+            replayed |= {c.id for c in group}
     ran = set(adaptive.scores)
     same = replayed == ran
     print(f"replay of the rounds on the fixed sweep's scores asks for the runs made: {same}")
