@@ -174,3 +174,12 @@ def command_in_background(
                 proc.wait(timeout=120)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def fork_servers() -> list[Any]:
+    """The local backend's fork servers running on this machine (psutil processes); a test
+    compares those before and after its launch, since another sweep's may be running too."""
+    import psutil
+
+    server = "gppo.backends.local.forkserver"
+    return [p for p in psutil.process_iter(["cmdline"]) if server in (p.info["cmdline"] or [])]

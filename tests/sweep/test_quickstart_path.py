@@ -8,15 +8,13 @@ import os
 import subprocess
 import sys
 
-import psutil
 import pytest
 import yaml
+from helpers import fork_servers
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
 from gppo.testbed.shipped import shipped_record
-
-FORK_SERVER = "gppo.backends.local.forkserver"
 
 #: the quick start's spec at a tiny budget (the shipped base's settings are untouched)
 SPEC = {
@@ -30,11 +28,6 @@ SPEC = {
     "ray": {"max_concurrent": 2, "resources": {"num_cpus": 1, "num_gpus": 0}},
     "retries": {"max": 1, "backoff_s": 0.5},
 }
-
-
-def fork_servers() -> list[psutil.Process]:
-    """The local backend's fork servers running on this machine."""
-    return [p for p in psutil.process_iter(["cmdline"]) if FORK_SERVER in (p.info["cmdline"] or [])]
 
 
 @pytest.mark.slow

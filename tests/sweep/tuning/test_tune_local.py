@@ -8,9 +8,9 @@ import os
 import subprocess
 import sys
 
-import psutil
 import pytest
 import yaml
+from helpers import fork_servers
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -39,6 +39,7 @@ def test_a_local_study_runs_its_trials_through_the_fork_server(tmp_path) -> None
     spec = tmp_path / "tune.yaml"
     spec.write_text(yaml.safe_dump({**SPEC, "tracking": {"uri": uri}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
+    before = {p.pid for p in fork_servers()}  # another sweep's on this machine are not ours
     proc = subprocess.run(
         [sys.executable, "-m", "gppo.cli", "tune", str(spec)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
@@ -57,5 +58,4 @@ def test_a_local_study_runs_its_trials_through_the_fork_server(tmp_path) -> None
         assert run.info.status == "FINISHED"
         assert 0.0 <= run.data.metrics[M.eval_domain_metric(8)] <= 1.0
         assert run.data.metrics[M.PERF_FORKED] == 1.0  # imports done once, by the server
-    server = "gppo.backends.local.forkserver"
-    assert not [p for p in psutil.process_iter(["cmdline"]) if server in (p.info["cmdline"] or [])]
+    assert not [p for p in fork_servers() if p.pid not in before]  # the study's server ended
