@@ -35,7 +35,7 @@ CORPUS = [
     (BASE + "calibration: {r_min: 1.5}\n", "calibration.r_min: r_min must be a number in the open interval (0, 1), got 1.5"),
     (BASE + "calibration: {delta: {kl: .inf}}\n", "calibration.delta.kl: delta must be a finite number > 0, got inf"),
     (BASE + "objective: {dual_clip: 1}\n", "objective.dual_clip: dual_clip must be None or a number > 1, got 1.0"),
-    (BASE + "seeds: -1\n", "seeds: seeds must be a count in 1..10000 or a list of seeds (got -1)"),
+    (BASE + "seeds: -1\n", "seeds: seeds must be a count in 1..10000, a list of seeds or {min, max} (got -1)"),
     (BASE + "seeds: [0, 0]\n", "seeds: duplicate seed 0"),
     (BASE + "eval: {k: zero}\n", "eval.k: Input should be a valid integer"),
     (BASE + "reference: kl/binary\ngrid: {divergences: [tv], estimators: [mc]}\n",
