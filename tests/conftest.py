@@ -1,6 +1,14 @@
-"""The fast tier: ``pytest -m "not slow" -n auto`` runs every test that starts no process (Ray, a
-server, a training run, a Python), one pytest-xdist worker per core. A test that starts one must be
-marked ``slow``; this file enforces it.
+"""The suite's machine and its tiers.
+
+* **A fresh machine.** The suite never sees the user's HOME or caches: before anything is collected
+  it moves HOME, the XDG folders and ``GPPO_CACHE_DIR`` to a folder of its own (removed at the end),
+  so a test that passes only on a used machine (a step timing, a built base, Ray's
+  ``~/.ray/auth_token``, MLflow's or pip's per-user files) fails here as it would for a newcomer.
+  What the suite's tests share (the shipped bases built once, the warm-start cache) lives in that
+  folder for the run; a test that needs an empty cache sets its own ``GPPO_CACHE_DIR``.
+* **The fast tier**: ``pytest -m "not slow" -n auto`` runs every test that starts no process (Ray,
+  a server, a training run, a Python), one pytest-xdist worker per core. A test that starts one must
+  be marked ``slow``; this file enforces it.
 """
 
 from __future__ import annotations
@@ -8,13 +16,79 @@ from __future__ import annotations
 import multiprocessing.process
 import os
 import platform
+import shutil
 import subprocess
+import tempfile
+from pathlib import Path
 
 import pytest
+
+from gppo.backends.checkresult import StepTiming
 
 # platform caches uname, and its first call runs `uname -p` (MLflow's first import calls it):
 # made here, at collection, so no fast test that happens to import MLflow first starts a process
 platform.uname().processor  # noqa: B018 (the call fills the cache)
+
+#: set to the suite's own machine folder by the first process (xdist workers inherit it)
+SUITE_HOME_ENV = "GPPO_TEST_SUITE_HOME"
+#: the user's settings a fresh machine would not have; dropped for the run
+USER_STATE_VARS = (
+    "GPPO_CACHE_DIR",
+    "XDG_CACHE_HOME",
+    "XDG_CONFIG_HOME",
+    "XDG_DATA_HOME",
+    "XDG_STATE_HOME",
+    "MPLCONFIGDIR",
+    "MLFLOW_TRACKING_URI",
+    "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_TRACKING_PASSWORD",
+    "RAY_ADDRESS",
+    "RAY_AUTH_MODE",
+    "RAY_AUTH_TOKEN",
+    "RAY_AUTH_TOKEN_PATH",
+    "HF_HOME",
+    "TORCH_HOME",
+)
+
+
+#: the folder this process made (and so removes); absent in xdist workers
+_OWNED_HOME = pytest.StashKey[Path]()
+
+
+def fresh_machine_env(root: Path) -> dict[str, str]:
+    """HOME, the XDG folders and the gppo cache under ``root``: what a new user's machine has."""
+    env = {
+        "HOME": str(root / "home"),
+        "XDG_CACHE_HOME": str(root / "home" / ".cache"),
+        "XDG_CONFIG_HOME": str(root / "home" / ".config"),
+        "XDG_DATA_HOME": str(root / "home" / ".local" / "share"),
+        "XDG_STATE_HOME": str(root / "home" / ".local" / "state"),
+        "GPPO_CACHE_DIR": str(root / "gppo-cache"),
+    }
+    for path in env.values():
+        Path(path).mkdir(parents=True, exist_ok=True)
+    return env
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Give the run a fresh machine's HOME and caches (once: xdist workers inherit it)."""
+    root = os.environ.get(SUITE_HOME_ENV)
+    if root is None:
+        root = tempfile.mkdtemp(prefix="gppo-suite-")
+        config.stash[_OWNED_HOME] = Path(root)
+        os.environ[SUITE_HOME_ENV] = root
+    for var in USER_STATE_VARS:
+        os.environ.pop(var, None)
+    os.environ.update(fresh_machine_env(Path(root)))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """The process that made the suite's machine folder removes it."""
+    owned = config.stash.get(_OWNED_HOME, None)
+    if owned is not None:
+        shutil.rmtree(owned, ignore_errors=True)
+        os.environ.pop(SUITE_HOME_ENV, None)
+
 
 #: Fixtures that start processes (Ray heads, servers, the verl CPU environment).
 PROCESS_FIXTURES = frozenset(
@@ -60,3 +134,20 @@ def _processes_need_the_slow_marker(request: pytest.FixtureRequest, monkeypatch)
     # every context's processes (fork, spawn, forkserver, pools) start through BaseProcess.start
     monkeypatch.setattr(multiprocessing.process.BaseProcess, "start", refuse("multiprocessing"))
     monkeypatch.setattr(os, "fork", refuse("os.fork"))
+
+
+#: what :func:`timed_preflight` says the testbed's pre-flight measured: 5 s of start-up, 0.5 s a step
+PREFLIGHT_TIMING = StepTiming(startup_s=5.0, step_s=0.5, steps=10)
+
+
+@pytest.fixture
+def timed_preflight(monkeypatch) -> StepTiming:
+    """The testbed's pre-flight timing given, not measured: ``plan`` of a testbed spec times one
+    cell in a process of its own unless the cache root holds that timing, and a fast test may start
+    no process (nor lean on a cache the user's machine happens to hold). The forecast's arithmetic
+    over it is the code under test; the timing itself is measured in ``tests/sweep/test_cost.py``'s
+    slow tests and ``benchmarks/bench_forecast.py``."""
+    from gppo.backends.local.backend import LocalBackend
+
+    monkeypatch.setattr(LocalBackend, "step_timing", lambda self, cell: PREFLIGHT_TIMING)
+    return PREFLIGHT_TIMING

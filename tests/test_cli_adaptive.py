@@ -22,7 +22,7 @@ def quickstart_with(tmp_path: Path, seeds: str, extra: str = "") -> Path:
     return path
 
 
-def test_plan_states_the_range_of_runs_and_the_forecast_range(tmp_path):
+def test_plan_states_the_range_of_runs_and_the_forecast_range(tmp_path, timed_preflight):
     spec = quickstart_with(tmp_path, "{min: 2, max: 6}")
     result = CliRunner().invoke(app, ["plan", str(spec)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output

@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "configs" / "quickstart.yaml"
 
 
-def test_quickstart_plan_prints_51_cells_48_runs(tmp_path, monkeypatch) -> None:
+def test_quickstart_plan_prints_51_cells_48_runs(tmp_path, monkeypatch, timed_preflight) -> None:
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["plan", str(QUICKSTART)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
