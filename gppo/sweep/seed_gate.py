@@ -2,10 +2,10 @@
 
 The rounds themselves are the analysis layer's (:class:`gppo.analysis.adaptive.Rounds`, handed
 to :class:`~gppo.sweep.launch.Launcher` as ``rounds``): given the finished runs' scores they say
-which cells the looks need so far. The gate keeps those scores (each DONE cell's avg@k over its
-benchmarks, in points, read once from its run), asks again whenever a cell finishes, and holds
-every other cell back. A cell the rounds never ask for is *unneeded*: the launch ends without it
-and is still complete. Because the rounds are replayed from the scores, a relaunch after a kill
+which cells the looks need so far. The gate keeps those scores (each DONE cell's
+:func:`gppo.store.run_score.run_score`, read once from its run), asks again whenever a cell
+finishes, and holds every other cell back. A cell the rounds never ask for is *unneeded*: the
+launch ends without it and is still complete. Because the rounds are replayed from the scores, a relaunch after a kill
 asks for exactly the same cells (the resume rules of :mod:`gppo.sweep.session` reuse the
 finished runs and re-attach the running ones).
 """
@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
 from gppo import metrics as M
+from gppo.store.run_score import run_score
 from gppo.store.tracking import store_exception
 from gppo.sweep.attempts import DONE, CellState
 from gppo.sweep.same_runs import SameRuns
@@ -66,9 +67,9 @@ class SeedGate:
                 return
             for run in runs:
                 st = todo[run.info.run_id]
-                avg = M.eval_average(run.data.metrics, st.cell.eval_k)
-                if avg is not None:
-                    self.scores[st.cell.id] = 100.0 * avg
+                score = run_score(run.data.metrics, st.cell.eval_k)
+                if score is not None:
+                    self.scores[st.cell.id] = score
         wanted = set(self.rounds.wanted(self.scores))
         for group in self.same.groups:
             if any(c.id in wanted for c in group):
