@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from gppo.analysis import stats as S
 from gppo.analysis.axes import PointTable, at_point
 from gppo.analysis.axes_report import AxesReport, write_axes_report
 from gppo.analysis.collect import Collected, collect
@@ -133,6 +134,25 @@ def _deltas(cells: Sequence[Cell] | None) -> dict[str, float]:
     return out
 
 
+def parse_analysis(text: str | None) -> tuple[str | None, str | None]:
+    """``report --analysis``: a comma list of a test (:data:`gppo.analysis.stats.TESTS`) and/or
+    a correction (:data:`gppo.analysis.stats.CORRECTIONS`), e.g. ``pooled,holm`` -> ``("pooled",
+    "holm")``; what it leaves out is None (the spec's ``analysis:``, else the defaults). Raises
+    ``ValueError`` in one line naming what is allowed."""
+    test = correction = None
+    for word in (w.strip().lower() for w in (text or "").split(",") if w.strip()):
+        if word in S.TESTS and test is None:
+            test = word
+        elif word in S.CORRECTIONS and correction is None:
+            correction = word
+        else:
+            raise ValueError(
+                f"--analysis {text}: {word!r} is not a test ({', '.join(S.TESTS)}) or a "
+                f"correction ({', '.join(S.CORRECTIONS)}), or is given twice"
+            )
+    return test, correction
+
+
 def write_report(
     ref: SweepRef,
     out_dir: str | Path | None = None,
@@ -143,6 +163,8 @@ def write_report(
     figures: bool = True,
     attach: bool = True,
     ended: bool = False,
+    test: str | None = None,
+    correction: str | None = None,
 ) -> Report:
     """Collect a sweep from MLflow, write Table 1 (+ figures) into ``out_dir`` and attach them.
 
@@ -156,6 +178,8 @@ def write_report(
         ended: the launch has ended with every cell done, left by the budget or not needed
             (:func:`after_sweep`): with adaptive seeds and a budget, a row whose next seeds
             have no run was left by the budget (else it is open: its round under way).
+        test, correction: Table 1's test (``welch`` | ``pooled``) and correction (``bh`` |
+            ``holm``); default: the plan's ``analysis:`` (else welch, bh).
 
     Adaptive seeds (``seeds: {min, max}``): each row of Table 1 says why it stopped, Δ shows
     the design's interval (:mod:`gppo.analysis.adaptive_report`), the page the runs used.
@@ -171,6 +195,9 @@ def write_report(
     reference = reference or (plan.spec.reference if plan is not None else REFERENCE)
     k = plan.spec.eval.k if plan is not None else None
     got: Collected = collect(ref, expected=expected, k=k, reference=reference)
+    chosen = plan.spec.analysis if plan is not None else None
+    test = test or (chosen.test if chosen else S.DEFAULT_TEST)
+    correction = correction or (chosen.correction if chosen else "bh")
     adaptive = _adaptive(plan, got, reference, ended)
     mark = adaptive.mark if adaptive else None
     if adaptive:  # the cells the rounds did not need are not missing
@@ -179,14 +206,20 @@ def write_report(
     order = {d: benchmarks for d in got.tidy["domain"].unique()} if benchmarks else None
     axes, tidy, at_home = None, got.tidy, expected
     if axis_columns(got.tidy):  # a sweep with axes: Table 1 per point (gppo/analysis/axes.py)
-        axes = _axes_report(got.tidy, out, fmts, plan, figures, reference, order, got.k, mark=mark)
+        axes = _axes_report(
+            got.tidy, out, fmts, plan, figures, reference, order, got.k, mark=mark,
+            test=test, correction=correction,
+        )  # fmt: skip
         table, files = axes.table, list(axes.files)
         home = axes.tables[axes.home].point
         tidy = at_point(got.tidy, home)  # the figures' runs and cells: the home point's
         at_home = [c for c in expected or () if all(c.axes.get(a, v) == v for a, v in home.items())]
     else:
         price = plan.spec.price if plan is not None else None  # the cost column in money
-        table = build_table1(got.tidy, reference=reference, benchmarks=order, k=got.k, price=price)
+        table = build_table1(
+            got.tidy, reference=reference, benchmarks=order, k=got.k, price=price, test=test,
+            correction=correction,
+        )  # fmt: skip
         if mark is not None:
             mark([PointTable({}, table)])
         files = write_tables(table, out, fmts)
@@ -218,6 +251,7 @@ def write_report(
             tracking_uri=ref.tracking_uri, experiment_id=ref.experiment_id,
             parent_run_id=got.parent_run_id, k=got.k, warnings=warnings,
             sections=axes.sections if axes else (), adaptive=adaptive.line if adaptive else None,
+            extra=_overrides_line(plan),
         )  # fmt: skip
         report.page = write_page(page, out)
         files.append(report.page)
@@ -255,7 +289,7 @@ def _adaptive(plan: Plan | None, got: Collected, reference: str, ended: bool) ->
     )
 
     rounds = Rounds.of_plan(plan)
-    scores = cell_scores(got.runs, got.tidy)
+    scores = cell_scores(got.runs)
     # after the launch: a cell the rounds wanted without a score was left by the budget
     left = (
         {c.id for c in plan.cells if c.id not in scores}
@@ -287,19 +321,25 @@ def write_report_from_csv(
     formats: str | Sequence[str] = "all",
     figures: bool = True,
     select: Sequence[str] = (),
+    test: str = S.DEFAULT_TEST,
+    correction: str = "bh",
 ) -> Report:
     """Re-render tidy CSV file(s) (see gppo/analysis/tidy.py); raises ReportInputError on bad input.
-    CSVs with axis columns give the report of a sweep with axes; ``select``: its selection axes."""
+    CSVs with axis columns give the report of a sweep with axes; ``select``: its selection axes;
+    ``test``, ``correction``: Table 1's (:func:`gppo.analysis.table.build_table1`)."""
     out = Path(out_dir) if out_dir is not None else default_out_dir(None)
     fmts = parse_formats(formats)
     tidy = pd.concat([read_scores_csv(p) for p in paths], ignore_index=True)
     axes, shown = None, tidy
     if axis_columns(tidy):
-        axes = _axes_report(tidy, out, fmts, None, figures, reference, None, None, select)
+        axes = _axes_report(
+            tidy, out, fmts, None, figures, reference, None, None, select,
+            test=test, correction=correction,
+        )  # fmt: skip
         table, files = axes.table, list(axes.files)
         shown = at_point(tidy, axes.tables[axes.home].point)
     else:
-        table = build_table1(tidy, reference=reference)
+        table = build_table1(tidy, reference=reference, test=test, correction=correction)
         files = write_tables(table, out, fmts)
     warnings: list[str] = []
     if figures:
@@ -332,6 +372,8 @@ def _axes_report(
     select: Sequence[str] = (),
     *,
     mark: Callable[[list[PointTable]], None] | None = None,
+    test: str = S.DEFAULT_TEST,
+    correction: str = "bh",
 ) -> AxesReport:
     """The report parts of a sweep with axes; the home point: the spec's own values."""
     home, select = None, list(select)
@@ -348,6 +390,7 @@ def _axes_report(
         tidy, out, fmts, select=select, home=home, figures=figures,
         reference=reference, benchmarks=order, k=k,
         price=plan.spec.price if plan is not None else None, mark=mark,
+        test=test, correction=correction,
     )  # fmt: skip
 
 
@@ -356,3 +399,12 @@ def after_sweep(plan: Plan, ref: SweepRef) -> Report:
     ``reports/<sweep id>/``, attached to the sweep's parent MLflow run (the launcher calls it
     inside ``try/except``, so a report that cannot be built never fails a finished sweep)."""
     return write_report(ref, plan=plan, ended=True)
+
+
+def _overrides_line(plan: Plan | None) -> dict[str, str]:
+    """The page's "overrides" line: the command line's ``KEY=VALUE`` edits of the spec file
+    (the spec shown is the edited one), none without them."""
+    import shlex
+
+    overrides = plan.overrides if plan is not None else ()
+    return {"spec overrides": shlex.join(overrides)} if overrides else {}

@@ -15,8 +15,9 @@ Numbers follow the paper (Table 1, §4.2):
   t CI of ``mean(a) - mean(a_ref)`` on the variance of the test below (pooled, or Welch's), so
   it excludes 0 where the uncorrected test rejects; the probability of improvement P(cell > ref)
   (Mann-Whitney U / nm, averaged over benchmarks); a t-test of the per-seed averages against
-  the reference (``test="pooled"``, the default: the within-cell variance pooled over the block's
-  trained rows; ``"welch"``: Welch's), corrected over the rows of the block (Benjamini-Hochberg by
+  the reference (``test="welch"``, the default: the row's and the reference's own seed
+  variances, Welch-Satterthwaite df; ``"pooled"``: the within-cell variance pooled over the
+  block's trained rows, which assumes equal seed variances), corrected over the rows of the block (Benjamini-Hochberg by
   default), ``significant`` when the adjusted p <= ``alpha``;
 - ranks: per column, among all rows but the base model, by the displayed mean, highest first,
   competition ranking (ties share a rank, the next rank is skipped: 1, 1, 3). ``highlight=
@@ -250,14 +251,15 @@ def build_table1(
     highlight: str = "separated",
     alpha: float = S.ALPHA,
     correction: str = "bh",
-    test: str = "pooled",
+    test: str = S.DEFAULT_TEST,
     price: Price | None = None,
 ) -> Table1:
     """Build Table 1 from the tidy frame (gppo/analysis/tidy.py), one block per domain.
 
     ``benchmarks`` optionally fixes each domain's column order (default: order of appearance).
     ``highlight``: ``separated`` | ``ranks`` | ``none``; ``correction``: ``bh`` | ``holm``;
-    ``test``: ``pooled`` (pooled within-cell variance) | ``welch``; ``price``: the spec's
+    ``test``: ``welch`` (the default: each comparison's own variances) | ``pooled`` (the
+    within-cell variance pooled over the block's rows); ``price``: the spec's
     ``cost:`` (the cost column in money).
     """
     if test not in S.TESTS:

@@ -123,7 +123,7 @@ class Table1:
     alpha: float = S.ALPHA
     correction: str = "bh"
     confidence: float = S.CONFIDENCE
-    test: str = "pooled"
+    test: str = S.DEFAULT_TEST
     #: the cost column (gppo.analysis.cost); None when no run logged a cost
     cost: TableCost | None = None
     #: the comparisons corrected together when more than this table's (a sweep with axes:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.console import Console
 
+from gppo.cli.args import OVERRIDES_HELP
 from gppo.cli.errors import EXIT_USAGE, fail
 from gppo.objectives.defaults import R_MIN, REFERENCE
 
@@ -23,6 +24,10 @@ if TYPE_CHECKING:
 def report(
     spec: Annotated[
         Path | None, typer.Argument(help="Grid spec YAML of the sweep (omit with --from-csv).")
+    ] = None,
+    overrides: Annotated[
+        list[str] | None,
+        typer.Argument(metavar="[KEY=VALUE]...", help=OVERRIDES_HELP, show_default=False),
     ] = None,
     from_csv: Annotated[
         list[Path] | None,
@@ -56,28 +61,46 @@ def report(
             "the CSV's held-out 'selection' column (a spec says it with select:). Repeatable.",
         ),
     ] = None,
+    analysis: Annotated[
+        str | None,
+        typer.Option(
+            "--analysis",
+            help="Table 1's test and/or correction, comma list: welch | pooled, bh | holm "
+            "(e.g. 'pooled,holm'; default: the spec's analysis:, else welch, bh).",
+        ),
+    ] = None,
 ) -> None:
     """Write Table 1 (md/LaTeX/HTML/CSV) and Figures 1-2 into OUT and print the table."""
     from gppo.analysis import report as R
+    from gppo.analysis import stats as S
     from gppo.analysis.render import to_rich
     from gppo.grid import load_plan
 
     csvs = list(from_csv or [])
+    tokens = [str(spec), *(overrides or ())] if spec is not None else list(overrides or ())
+    found, overrides = [t for t in tokens if "=" not in t], [t for t in tokens if "=" in t]
+    spec = Path(found[0]) if found else None  # a token with = is an override, never the spec
+    if len(found) > 1 and not csvs:
+        raise fail(f"unexpected argument {found[1]!r}: an override is KEY=VALUE")
+    if csvs and overrides:
+        raise fail(f"override {overrides[0]!r}: --from-csv reads no spec to edit")
     if csvs and spec is not None:
-        if spec.suffix.lower() != ".csv":
-            raise fail(f"{spec}: give either a SPEC or --from-csv FILE…, not both")
-        csvs.append(spec)  # `--from-csv a.csv b.csv`: typer hands b.csv over as SPEC
+        for path in map(Path, found):
+            if path.suffix.lower() != ".csv":
+                raise fail(f"{path}: give either a SPEC or --from-csv FILE…, not both")
+            csvs.append(path)  # `--from-csv a.csv b.csv`: typer hands b.csv over as SPEC
     try:
         R.parse_formats(format)
+        test, correction = R.parse_analysis(analysis)
         if csvs:
             result = R.write_report_from_csv(
                 csvs, out, reference=reference or REFERENCE, formats=format, figures=figures,
-                select=select or (),
+                select=select or (), test=test or S.DEFAULT_TEST, correction=correction or "bh",
             )  # fmt: skip
         else:
             if spec is None and sweep_id is None:
                 raise fail("give a SPEC, --sweep-id ID or --from-csv FILE")
-            plan = load_plan(spec) if spec is not None else None
+            plan = load_plan(spec, overrides) if spec is not None else None
             result = R.write_report(
                 _sweep_ref(plan, sweep_id, tracking_uri),
                 out,
@@ -86,6 +109,8 @@ def report(
                 formats=format,
                 figures=figures,
                 attach=attach,
+                test=test,
+                correction=correction,
             )
     except ValueError as exc:  # bad input: a spec, a CSV, a format (SpecError, ReportError, ...)
         raise fail(exc, EXIT_USAGE) from None

@@ -50,6 +50,9 @@ Fields and defaults::
     budget: null                   {gpu_hours, cpu_hours, runs} (any of them): the launcher starts
                                    no run whose forecast would take the sweep past one
                                    (docs/cost.md; :mod:`gppo.sweep.budget`)
+    analysis: {test: welch, correction: bh}   Table 1's test against the reference (welch |
+                                   pooled; also the adaptive rule's) and its mark's correction
+                                   (bh | holm); docs/statistics.md
 
 δ, r_min, ratio_bounds and dual_clip are checked by the objectives library's own rules
 (:mod:`gppo.objectives.checks`: δ a finite number > 0, r_min in (0, 1), dual_clip > 1 or null).
@@ -288,6 +291,18 @@ class Budget(_Strict):
 MAX_SEEDS = 10_000
 
 
+class AnalysisSpec(_Strict):
+    """``analysis: {test, correction}``: Table 1's comparison with the reference
+    (docs/statistics.md). ``test``: ``welch`` (each comparison's own variances,
+    Welch-Satterthwaite; the default) or ``pooled`` (one within-cell variance pooled over the
+    table's rows; assumes equal seed variances); the adaptive rule tests with the same at every
+    look. ``correction``: ``bh`` (Benjamini-Hochberg, the default) or ``holm`` for Table 1's
+    mark (the adaptive rule always holds the family-wise rate, Holm)."""
+
+    test: Literal["welch", "pooled"] = "welch"
+    correction: Literal["bh", "holm"] = "bh"
+
+
 class AdaptiveSeeds(_Strict):
     """``seeds: {min, max, batch, equivalence, first}``: adaptive seeds (issue 48). Every cell
     starts with ``min`` seeds (``first`` .. ``first + min - 1``); after each round the rows
@@ -356,6 +371,7 @@ class GridSpec(_Strict):
     select: list[str] = Field(default_factory=list)
     cost: CostSpec | None = None
     budget: Budget | None = None
+    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
 
     @property
     def price(self) -> Price | None:

@@ -287,7 +287,7 @@ def decimal_of(value: float) -> Decimal:
 def test_avg_and_delta_cis_are_t_intervals_over_runs():
     """A seed is one run scored on every benchmark: Avg.'s CI is the t interval of the per-seed
     averages; Δ's the t interval of the difference of the two cells' means on the pooled
-    variance of the test (Welch's with test="welch")."""
+    variance of the test (test="pooled"; Welch's by default)."""
     # per-seed averages 46.0, 47.8, 48.8 (the stratified bootstrap gave [47.0, 48.1])
     shared = {0: -1.5, 1: 0.3, 2: 1.3}
     offsets = {"A": -10.0, "B": 4.0, "C": 6.0, "D": 0.0}
@@ -297,7 +297,7 @@ def test_avg_and_delta_cis_are_t_intervals_over_runs():
             wobble = (0.4, -0.4, 0.2, -0.2)[(i + seed) % 4]
             rows.append(("math", "kl/atomic", b, seed, (47.5 + off + run + wobble) / 100))
             rows.append(("math", "tv/mc", b, seed, (44.0 + off + 0.5 * run - wobble) / 100))
-    table = build_table1(_tidy(rows))
+    table = build_table1(_tidy(rows), test="pooled")
     row = {r.cell: r for r in table.blocks[0].rows}
     tidy = _tidy(rows)
     avgs = {
@@ -321,7 +321,8 @@ def test_avg_and_delta_cis_are_t_intervals_over_runs():
     delta = row["kl/atomic"].delta
     d = x.mean() - y.mean()
     assert (delta.lo, delta.hi) == (decimal_of(d - half), decimal_of(d + half))
-    welch = build_table1(_tidy(rows), test="welch")
+    welch = build_table1(_tidy(rows))  # the default test
+    assert welch.test == "welch"
     ci = stats.ttest_ind(x, y, equal_var=False).confidence_interval()
     wdelta = {r.cell: r for r in welch.blocks[0].rows}["kl/atomic"].delta
     assert (wdelta.lo, wdelta.hi) == (decimal_of(ci.low), decimal_of(ci.high))
