@@ -35,12 +35,12 @@ from typing import Any
 
 import yaml
 
+from gppo.backends.local.timing import cache_path
 from gppo.grid import load_plan
 from gppo.store.comparable import sweep_spent
-from gppo.store.cost import cost_key, fmt_hours
+from gppo.store.cost import fmt_hours
 from gppo.sweep.forecast import Forecast, forecast
 from gppo.sweep.progress_log import fmt_duration
-from gppo.testbed.cache import cache_root
 
 TARGETS = {"store": 0.15, "pre-flight": 0.35}
 ROOT = Path(__file__).resolve().parents[1]
@@ -68,9 +68,7 @@ def launch(spec: Path, cwd: Path) -> float:
 def fresh_preflight(plan: Any) -> Forecast:
     """The forecast from the pre-flight alone, its step timing measured now."""
     for cell in plan.cells:  # drop the cached timing: measure on this machine, at this load
-        (cache_root() / "step-timing" / f"{cost_key(cell, cell.resources)}.json").unlink(
-            missing_ok=True
-        )
+        cache_path(cell).unlink(missing_ok=True)
     return forecast(plan, walls=lambda _uri, _keys: {})
 
 

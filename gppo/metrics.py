@@ -17,8 +17,6 @@ these (:mod:`gppo.backends.verl.metrics_map`), the experiment's MLflow tags
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 #: the behaviour-probability buckets of the per-bucket clip fractions (written once, with the loss
 #: that counts them)
 from gppo.objectives.buckets import MU_BUCKETS as MU_BUCKETS
@@ -185,6 +183,8 @@ ROLE_CELL = "cell"
 ROLE_TRIAL = "trial"
 TAG_SWEEP_ID = "gppo.sweep_id"
 TAG_SWEEP_NAME = "gppo.sweep_name"
+#: on the parent run: the command line's ``KEY=VALUE`` spec overrides of its latest launch
+TAG_SPEC_OVERRIDES = "gppo.spec_overrides"
 TAG_CELL_ID = "gppo.cell_id"
 TAG_METHOD = "gppo.method"
 TAG_DIVERGENCE = "gppo.divergence"
@@ -202,12 +202,18 @@ TAG_RUN_KEY = "gppo.run_key"
 TAG_SAME_RUNS = "gppo.same_runs"
 #: on a follower's run: the cell id of the run it copies (``tv-mc-s0``)
 TAG_SAME_CELL = "gppo.same_cell"
+#: on a follower's run while its copy is being written (removed by its last write): a run that
+#: still has it was cut off mid-copy, and the next launch deletes it and copies again
+TAG_COPYING = "gppo.copying"
 #: a cell's axis point as JSON ``{path: value}`` (only in a sweep with axes; the reports read it)
 TAG_AXES = "gppo.axes"
 #: one tag per axis value, ``gppo.axis.calibration.r_min`` = ``0.8`` (the MLflow UI's grouping)
 TAG_AXIS_PREFIX = "gppo.axis."
 TAG_RAY_JOB_ID = "gppo.ray_job_id"  # submission id of the attempt that owns the run
 TAG_RAY_ADDRESS = "gppo.ray_address"  # the Jobs API the attempt was submitted to (`logs` finds it)
+#: when the run's latest attempt was submitted (Unix seconds): a relaunch that re-attaches to it
+#: counts its cost from there, not from the run's start (a run kept across attempts, verl's)
+TAG_SUBMITTED_AT = "gppo.submitted_at"
 TAG_TRIAL_NUMBER = "gppo.trial_number"
 TAG_STUDY_NAME = "gppo.study_name"
 #: adaptive seeds: why the cell's row stopped, e.g. ``separated at 4 seeds`` (on each of its runs)
@@ -222,10 +228,3 @@ PARENT_RUN_TAG = "mlflow.parentRunId"  # MLflow's own nesting tag
 # --- environment passed to a job ---------------------------------------------------------------
 ENV_TRACKING_URI = "MLFLOW_TRACKING_URI"
 ENV_RUN_ID = "MLFLOW_RUN_ID"
-
-
-def eval_average(metrics: Mapping[str, float], k: int) -> float | None:
-    """A run's avg@``k`` averaged over its benchmarks (a fraction; the per-seed score of Table 1
-    and of adaptive seeds); None when it logged no final evaluation at ``k``."""
-    values = [v for name, v in metrics.items() if (p := parse_eval_metric(name)) and p[1] == k]
-    return sum(values) / len(values) if values else None

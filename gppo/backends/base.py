@@ -15,6 +15,8 @@ run named by ``MLFLOW_RUN_ID`` using the names in :mod:`gppo.metrics`:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import shlex
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
@@ -28,6 +30,7 @@ from gppo.backends.checkresult import CellCheck, StepTiming
 from gppo.cell import Cell, Resources
 from gppo.errors import BackendError
 from gppo.registry import Registry
+from gppo.store.cost import cost_settings
 
 
 @dataclass
@@ -68,6 +71,21 @@ def thread_env(num_threads: int) -> dict[str, str]:
     return {"OMP_NUM_THREADS": str(num_threads), "MKL_NUM_THREADS": str(num_threads)}
 
 
+def held_cpus(resources: Resources, cpus: float) -> Resources:
+    """``resources`` asking Ray for at least ``cpus`` CPUs: a CPU cell's threads (times its
+    processes), which it holds and is billed for (:mod:`gppo.store.cost`)."""
+    if resources.num_cpus >= cpus:
+        return resources
+    return dataclasses.replace(resources, num_cpus=float(cpus))
+
+
+def head_cpus_for(cpus: float) -> Resources | None:
+    """What a local head must have for a cell that holds ``cpus`` CPUs: that many, when this
+    machine has fewer (Ray's own count could never place the cell); else None, what Ray detects
+    (its CPUs then bound how many such cells run at once)."""
+    return Resources(num_cpus=float(cpus)) if cpus > (os.cpu_count() or 1) else None
+
+
 #: a backend's settings model (``Backend[VerlSettings]``: its hooks are typed with it)
 SettingsT = TypeVar("SettingsT", bound=BaseModel)
 
@@ -106,6 +124,13 @@ class Backend(ABC, Generic[SettingsT]):
         if isinstance(cell.settings_model, self.settings_model):
             return cast(SettingsT, cell.settings_model)
         return self.validate_settings(cell.settings)
+
+    def cost_settings(self, cell: Cell) -> dict[str, Any]:
+        """The cell's settings that change how long its run takes, for its cost key
+        (:func:`gppo.store.cost.cost_key`): the fields of :attr:`settings_model` marked
+        :data:`~gppo.store.cost.DRIVES_COST` (an unmarked field counts too), as in
+        ``cell.settings``."""
+        return cost_settings(self.settings_model, cell.settings)
 
     def default_benchmarks(self, settings: SettingsT) -> tuple[str, ...]:
         """Benchmarks evaluated when the spec names none."""

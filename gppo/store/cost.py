@@ -24,6 +24,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gppo import metrics as M
 from gppo.cell import Cell, Resources
@@ -68,28 +69,47 @@ class Hours:
         return self.cpu * price.cpu_hour + self.gpu * price.gpu_hour
 
 
-#: the backend settings that drive a run's cost, by name, in whichever backend has them: the
-#: model and data, the steps, the batch (prompts per step, group size, updates), the response
-#: length, the evaluation, the processes and devices (docs/cost.md, "Comparable runs")
-COST_SETTINGS = (
-    "domain", "model_path", "train_file", "testbed", "warmstart_target", "cpu",
-    "steps", "total_steps",
-    "prompts_per_step", "group_size", "minibatches", "mini_batch_prompts", "ppo_epochs",
-    "max_prompt_length", "max_response_length", "max_new_tokens",
-    "eval_prompts", "eval_every", "eval_batch_size", "verl_validation",
-    "num_threads", "num_gpus", "num_processes", "nnodes", "gpus_per_node", "rollout_tp",
-    "dtype", "use_vllm", "gradient_checkpointing",
-)  # fmt: skip
+@dataclass(frozen=True)
+class CostMark:
+    """Whether a backend settings field changes how long a run takes: metadata on the field,
+    ``steps: Annotated[int, DRIVES_COST] = ...`` (:data:`DRIVES_COST`, :data:`NO_COST`). Every
+    field of a built-in backend's settings model carries one (tests/sweep/test_cost_key.py);
+    :func:`cost_settings` puts the fields that drive cost in the cost key."""
+
+    drives: bool
 
 
-def cost_key(cell: Cell, resources: Resources) -> str:
-    """What makes two runs comparable in cost (16 hex digits): the backend, the
-    :data:`COST_SETTINGS` of the cell's settings, its benchmarks, avg@k, whether it scores a
-    selection split, and the job's resources. Not the loss, the seed or the learning rate: cells
-    that differ only there cost the same. An axis over ``steps`` or the model changes it."""
-    settings = {k: cell.settings[k] for k in COST_SETTINGS if k in cell.settings}
+#: a settings field in the cost key: the model and data, the steps, the batch, the lengths,
+#: the evaluation, the sampling temperatures, the processes, threads, kernels and devices
+DRIVES_COST = CostMark(True)
+#: a settings field out of the cost key: cells that differ only there cost the same (the
+#: learning rate and its schedule, the seeds, where files go)
+NO_COST = CostMark(False)
+
+
+def drives_cost(field_info: Any) -> bool | None:
+    """A pydantic field's :class:`CostMark` (None: unmarked)."""
+    marks = [m for m in getattr(field_info, "metadata", ()) if isinstance(m, CostMark)]
+    return marks[-1].drives if marks else None
+
+
+def cost_settings(model: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of ``settings`` (a cell's settings, the dump of the pydantic class ``model``) in
+    the cost key: each field marked :data:`DRIVES_COST`, and each unmarked one (a plugin's
+    settings that say nothing are taken to drive cost: no run is reused for another)."""
+    fields = getattr(model, "model_fields", {})
+    return {k: v for k, v in settings.items() if drives_cost(fields.get(k)) is not False}
+
+
+def cost_key(cell: Cell, resources: Resources, settings: Mapping[str, Any]) -> str:
+    """What makes two runs comparable in cost (16 hex digits): the backend, ``settings`` (the
+    cell's settings that drive cost, as its backend marks them: :func:`cost_settings`,
+    :meth:`gppo.backends.base.Backend.cost_settings`), its benchmarks, avg@k, whether it scores
+    a selection split, and the job's resources. Not the loss, the seed or the learning rate:
+    cells that differ only there cost the same. An axis over ``steps`` or the model's size
+    changes it."""
     held = [resources.num_cpus, resources.num_gpus, resources.nodes]
-    key = [cell.backend, settings, list(cell.benchmarks), cell.eval_k, cell.select, held]
+    key = [cell.backend, dict(settings), list(cell.benchmarks), cell.eval_k, cell.select, held]
     text = json.dumps(key, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 

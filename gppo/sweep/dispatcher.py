@@ -20,7 +20,7 @@ from gppo import processes
 from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.errors import GppoError, SubmissionExists, SubmissionRefused
-from gppo.store.cost import attempt_cost, cost_key, resource_metrics
+from gppo.store.cost import Hours, attempt_cost, attempt_hours, cost_key, resource_metrics
 from gppo.store.state import ACTIVE_JOB, State
 from gppo.store.tracking import Tracking, is_finished, log_metrics
 from gppo.store.uri import without_password
@@ -61,9 +61,11 @@ class ClusterNotReady(GppoError, OSError):
 class Attempt:
     """One submitted attempt of one cell (or trial; None when re-attached from its run alone).
 
-    :meth:`Dispatcher.finish` fills in what the attempt's end made known: ``metrics`` (the
-    run's latest values, read to decide the outcome) and ``failure`` (the failure tag it
-    wrote: the note and the log's last lines)."""
+    ``submitted_at`` is this attempt's submission (tag ``gppo.submitted_at``), also for an
+    attempt re-attached by a relaunch; :meth:`Dispatcher.finish` fills in what the attempt's end
+    made known: ``metrics`` (the run's latest values, read to decide the outcome), ``hours``
+    (this attempt's cost, what the budget counts) and ``failure`` (the failure tag it wrote: the
+    note and the log's last lines)."""
 
     cell: Cell | None
     attempt: int
@@ -72,6 +74,8 @@ class Attempt:
     submitted_at: float = field(default_factory=time.time)
     status: str = "PENDING"
     metrics: dict[str, float] = field(default_factory=dict)
+    #: this attempt's own cost (None: no resources logged), set by :meth:`Dispatcher.finish`
+    hours: Hours | None = None
     failure: str = ""
     #: what ending its processes took (:func:`gppo.processes.end_attempt`), set at its end
     ended: processes.Ended | None = None
@@ -185,8 +189,15 @@ class Dispatcher:
             self.tracking.client.update_run(run_id, status="RUNNING")
             tags = {M.TAG_ATTEMPT: str(attempt), M.TAG_RAY_JOB_ID: sid}
             self.tracking.set_tags(run_id, {**tags, M.TAG_RAY_ADDRESS: self.cluster.address})
+        submitted_at = time.time()
         log_metrics(self.tracking.client, run_id, resource_metrics(job.resources), step=0)
-        self.tracking.set_tags(run_id, {M.TAG_COST_KEY: cost_key(cell, job.resources)})
+        self.tracking.set_tags(
+            run_id,
+            {
+                M.TAG_COST_KEY: cost_key(cell, job.resources, cost_settings(cell)),
+                M.TAG_SUBMITTED_AT: repr(submitted_at),
+            },
+        )
         # Ray's job info is readable by everyone with access to the cluster (the Jobs API, the
         # dashboard): no password in it; the job's node supplies its own credentials
         public_uri = without_password(self.tracking.uri)
@@ -216,17 +227,22 @@ class Dispatcher:
             if taken:
                 raise SubmissionExists(sid) from exc
             raise SubmissionRefused(f"{sid}: {reason}", attempt) from exc
-        return Attempt(cell=cell, attempt=attempt, run_id=run_id, submission_id=sid)
+        return Attempt(
+            cell=cell, attempt=attempt, run_id=run_id, submission_id=sid, submitted_at=submitted_at
+        )
 
     def attach(self, cell: Cell | None, run: Any) -> Attempt:
-        """An :class:`Attempt` for a run created earlier (possibly by another process)."""
+        """An :class:`Attempt` for a run created earlier (possibly by another process), submitted
+        when its tag ``gppo.submitted_at`` says: a run kept across attempts (verl) started with
+        its first attempt, and the earlier attempts' time is already in its ``cost/wall_s``
+        (a run from before the tag: its start)."""
         tags = run.data.tags
         return Attempt(
             cell=cell,
             attempt=int(tags.get(M.TAG_ATTEMPT, "0") or 0),
             run_id=run.info.run_id,
             submission_id=tags.get(M.TAG_RAY_JOB_ID, ""),
-            submitted_at=run.info.start_time / 1000.0,
+            submitted_at=submitted_at_of(run),
         )
 
     # -- observation and control ---------------------------------------------------------------
@@ -326,7 +342,9 @@ class Dispatcher:
         """
         run = self.tracking.get_run(att.run_id)
         att.metrics = dict(run.data.metrics)
-        cost = attempt_cost(att.metrics, time.time() - att.submitted_at)  # gppo.store.cost
+        seconds = time.time() - att.submitted_at  # this attempt's, not the run's earlier ones
+        att.hours = attempt_hours(att.metrics, seconds)
+        cost = attempt_cost(att.metrics, seconds)  # gppo.store.cost
         if cost:
             log_metrics(self.tracking.client, att.run_id, cost, step=0)
             att.metrics.update(cost)
@@ -381,6 +399,21 @@ class Dispatcher:
                 written.failure = f"{note}\n{tail}"
         self.tracking.terminate(run_id, RUN_STATUS[outcome])
         return outcome
+
+
+def cost_settings(cell: Cell) -> dict[str, Any]:
+    """The cell's settings that drive its cost, as its backend marks them
+    (:meth:`gppo.backends.base.Backend.cost_settings`)."""
+    return get_backend(cell.backend).cost_settings(cell)
+
+
+def submitted_at_of(run: Any) -> float:
+    """When the run's latest attempt was submitted: its tag ``gppo.submitted_at``, else (a run
+    from before the tag) the run's start."""
+    try:
+        return float(run.data.tags[M.TAG_SUBMITTED_AT])
+    except (KeyError, ValueError):
+        return run.info.start_time / 1000.0
 
 
 def log_file(temp_dir: str | None, sid: str) -> Path | None:

@@ -148,7 +148,7 @@ def forecast(
     runs' seconds by key (default: read from the spec's store, if it exists)."""
     backend = get_backend(plan.spec.backend)
     resources = {c.id: backend.job(c).resources for c in plan.cells}
-    keys = {c.id: cost_key(c, resources[c.id]) for c in plan.cells}
+    keys = {c.id: cost_key(c, resources[c.id], backend.cost_settings(c)) for c in plan.cells}
     found = (walls or _store_walls)(
         resolve_tracking_uri(plan.spec.tracking.uri), sorted(set(keys.values()))
     )

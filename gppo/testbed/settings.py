@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -24,6 +24,8 @@ from pydantic import (
     model_serializer,
     model_validator,
 )
+
+from gppo.store.cost import DRIVES_COST, NO_COST
 
 
 @dataclass(frozen=True)
@@ -64,45 +66,49 @@ class BaseModelSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    domain: Literal["math", "code"] = "math"
+    domain: Annotated[Literal["math", "code"], DRIVES_COST] = "math"
     # policy
-    d_model: int = Field(128, ge=16)
-    n_layers: int = Field(2, ge=1)
-    n_heads: int = Field(4, ge=1)
+    d_model: Annotated[int, DRIVES_COST] = Field(128, ge=16)
+    n_layers: Annotated[int, DRIVES_COST] = Field(2, ge=1)
+    n_heads: Annotated[int, DRIVES_COST] = Field(4, ge=1)
     # base model: supervised warm start on a noisy distribution, stopped on a validation target
     # (shipped with the package for the defaults, else built once and cached on disk)
-    warmstart_steps: int = Field(
+    warmstart_steps: Annotated[int, DRIVES_COST] = Field(
         30000, ge=0, description="the most supervised steps, restarts included"
     )
-    warmstart_target: float | None = Field(
+    warmstart_target: Annotated[float | None, DRIVES_COST] = Field(
         None,
         gt=0,
         le=1,
         description="stop at the first check whose validation avg@k (domain mean) reaches this; "
         "None: the domain's (math 0.25, code 0.10); 1.0: run every step",
     )
-    warmstart_check_every: int = Field(50, ge=1, description="steps between validation checks")
-    warmstart_fine_check_every: int | None = Field(
+    warmstart_check_every: Annotated[int, DRIVES_COST] = Field(
+        50, ge=1, description="steps between validation checks"
+    )
+    warmstart_fine_check_every: Annotated[int | None, DRIVES_COST] = Field(
         None,
         ge=1,
         description="steps between checks once validation reaches half the target; "
         "None: warmstart_check_every throughout",
     )
-    warmstart_restart_after: int | None = Field(
+    warmstart_restart_after: Annotated[int | None, DRIVES_COST] = Field(
         4000,
         ge=1,
         description="an attempt whose checks have not reached half the target in this many steps "
         "starts over from fresh weights; None: never",
     )
-    warmstart_batch: int = Field(128, ge=1)
-    warmstart_lr: float = Field(1e-3, gt=0, description="constant after a 50-step warm-up")
-    warmstart_noise: float = Field(
+    warmstart_batch: Annotated[int, DRIVES_COST] = Field(128, ge=1)
+    warmstart_lr: Annotated[float, DRIVES_COST] = Field(
+        1e-3, gt=0, description="constant after a 50-step warm-up"
+    )
+    warmstart_noise: Annotated[float, DRIVES_COST] = Field(
         0.3, ge=0, le=1, description="share of training answers replaced by a plausible wrong one"
     )
-    warmstart_seed: int = 0
+    warmstart_seed: Annotated[int, DRIVES_COST] = 0
     # the base as loaded: a temperature folded into its final layer (not in the warm-start key:
     # every value loads the same shipped or built file, then divides the final LayerNorm by it)
-    base_temperature: float = Field(
+    base_temperature: Annotated[float, DRIVES_COST] = Field(
         1.0,
         gt=0,
         allow_inf_nan=False,
@@ -110,7 +116,7 @@ class BaseModelSettings(BaseModel):
         "answers get rarer, every token's ranking kept (docs/studies/rare-learnable.md); "
         "1: the base as shipped",
     )
-    cache_dir: str | None = Field(
+    cache_dir: Annotated[str | None, NO_COST] = Field(
         None,
         description="where self-built bases are cached (None: the cache root's bases/, "
         "gppo.testbed.cache.cache_root)",

@@ -222,7 +222,8 @@ def test_plan_forecasts_from_comparable_earlier_runs(tmp_path, monkeypatch):
         "axes: {calibration.r_min: [0.7, 0.8, 0.9]}\n"
     )
     cell = load_plan(tmp_path / "grid.yaml").cells[0]
-    key = cost_key(cell, get_backend("probe").job(cell).resources)  # every cell's: r_min is free
+    probe = get_backend("probe")
+    key = cost_key(cell, probe.job(cell).resources, probe.cost_settings(cell))  # r_min is free
     client = MlflowClient(uri)
     exp = client.create_experiment("earlier")
     for wall_s in (100, 300):  # mean 200 s a run

@@ -42,7 +42,9 @@ def walls_of(seconds_by_steps: dict[int, list[float]], plan):
     """A ``walls`` source: comparable runs' seconds per cost key, by the cells' steps."""
     backend = get_backend(plan.spec.backend)
     keys = {
-        cost_key(c, backend.job(c).resources): seconds_by_steps[c.settings["steps"]]
+        cost_key(c, backend.job(c).resources, backend.cost_settings(c)): seconds_by_steps[
+            c.settings["steps"]
+        ]
         for c in plan.cells
     }
     return lambda _uri, wanted: {k: v for k, v in keys.items() if k in wanted}
@@ -68,13 +70,15 @@ def test_a_run_without_resources_logged_has_no_cost():
 def test_the_cost_key_moves_with_steps_resources_and_backend_not_with_the_loss_or_lr(tmp_path):
     plan = load_plan(local_spec(tmp_path, axes={"local.steps": [10, 20], "local.lr": [1e-4, 2e-4]}))
     res = plan.cells[0].resources
+    local = get_backend("local")
     keys: dict[tuple, set[str]] = {}
     for c in plan.cells:
-        keys.setdefault((c.settings["steps"],), set()).add(cost_key(c, res))
+        keys.setdefault((c.settings["steps"],), set()).add(cost_key(c, res, local.cost_settings(c)))
     assert [len(v) for v in keys.values()] == [1, 1]  # lr, loss and seed: one key per steps
     assert keys[(10,)] != keys[(20,)]
     cell = plan.cells[0]
-    assert cost_key(cell, res) != cost_key(cell, type(res)(num_cpus=1, num_gpus=1))
+    own = local.cost_settings(cell)
+    assert cost_key(cell, res, own) != cost_key(cell, type(res)(num_cpus=1, num_gpus=1), own)
 
 
 # -- forecast -----------------------------------------------------------------------------------

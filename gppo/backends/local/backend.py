@@ -9,10 +9,18 @@ from collections.abc import Callable, Iterator
 
 from pydantic import BaseModel
 
-from gppo.backends.base import STALL_TESTBED_S, Backend, Job, register_backend, thread_env
+from gppo.backends.base import (
+    STALL_TESTBED_S,
+    Backend,
+    Job,
+    head_cpus_for,
+    held_cpus,
+    register_backend,
+    thread_env,
+)
 from gppo.backends.checkresult import StepTiming
 from gppo.backends.local.settings import LocalSettings
-from gppo.cell import Cell
+from gppo.cell import Cell, Resources
 from gppo.testbed import cpu_kernels
 from gppo.testbed.settings import RL
 
@@ -57,10 +65,18 @@ class LocalBackend(Backend):
 
         return step_timing(cell)
 
+    def local_head_resources(self, settings: BaseModel) -> Resources | None:
+        """A cell holds a CPU per thread: a local head has at least that many, also on a
+        machine with fewer cores (:func:`~gppo.backends.base.head_cpus_for`)."""
+        return head_cpus_for(LocalSettings.model_validate(settings).num_threads)
+
     def job(self, cell: Cell) -> Job:
+        """The cell's process, asking Ray for a CPU per thread it computes with (``num_threads``;
+        at least the spec's ``ray.resources``): what it holds is what it costs."""
         argv = (sys.executable, "-m", self.entrypoint_module, "--cell", cell.to_json())
-        env = {**JOB_ENV, **cpu_kernels.job_env(cpu_kernels.mode_of(cell.settings))}
-        return Job(argv=argv, env=env, resources=cell.resources)
+        s = self.settings_of(cell)
+        env = {**JOB_ENV, **cpu_kernels.job_env(s.cpu_kernels)}
+        return Job(argv=argv, env=env, resources=held_cpus(cell.resources, s.num_threads))
 
     @contextlib.contextmanager
     def serving(

@@ -21,12 +21,13 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 from gppo import metrics as M
 from gppo.backends.base import thread_env
 from gppo.backends.checkresult import StepTiming
 from gppo.cell import Cell
-from gppo.store.cost import cost_key
+from gppo.store.cost import cost_key, cost_settings
 from gppo.testbed import cpu_kernels
 from gppo.testbed.cache import cache_root
 
@@ -34,9 +35,18 @@ from gppo.testbed.cache import cache_root
 TIMED_STEPS = 2
 
 
+def cache_path(cell: Cell) -> Path:
+    """Where the cell's timing is kept: one file per cost key (every setting that changes a
+    run's time: :func:`gppo.store.cost.cost_key`), under the cache root's ``step-timing/``."""
+    from gppo.backends.local.settings import LocalSettings
+
+    key = cost_key(cell, cell.resources, cost_settings(LocalSettings, cell.settings))
+    return cache_root() / "step-timing" / f"{key}.json"
+
+
 def step_timing(cell: Cell, *, cached: bool = True) -> StepTiming:
     """The cell's :class:`StepTiming`, measured here (or read from the cache when ``cached``)."""
-    path = cache_root() / "step-timing" / f"{cost_key(cell, cell.resources)}.json"
+    path = cache_path(cell)
     cpu = cpu_kernels.cpu_model()
     if cached and path.exists():
         data = json.loads(path.read_text())

@@ -14,11 +14,13 @@ from gppo.backends.base import (
     STALL_TESTBED_S,
     Backend,
     Job,
+    head_cpus_for,
+    held_cpus,
     register_backend,
     thread_env,
 )
 from gppo.backends.trl.settings import TrlSettings
-from gppo.cell import Cell
+from gppo.cell import Cell, Resources
 from gppo.testbed import cpu_kernels
 from gppo.testbed.settings import RL
 
@@ -63,6 +65,12 @@ class TrlBackend(Backend[TrlSettings]):
             return STALL_REAL_MODEL_S
         return 1.5 * STALL_TESTBED_S if first_step else STALL_TESTBED_S
 
+    def local_head_resources(self, settings: BaseModel) -> Resources | None:
+        """A CPU cell holds a CPU per thread of each process: a local head has at least that
+        many, also on a machine with fewer cores (:func:`~gppo.backends.base.head_cpus_for`)."""
+        s = TrlSettings.model_validate(settings)
+        return None if s.num_gpus else head_cpus_for(s.processes * s.num_threads)
+
     def preflight(self, plan, spec_path, say, *, train_step=False):
         """Each cell's loss built and run forward and backward on a synthetic batch, in TRL's
         shapes (B, T), before anything is launched (``train_step``: the same; a TRL step on
@@ -85,7 +93,8 @@ class TrlBackend(Backend[TrlSettings]):
 
     def job(self, cell: Cell) -> Job:
         """The cell's process (or ``accelerate launch`` of its processes), asking Ray for
-        ``num_gpus`` GPUs and, for CPU processes, at least one CPU each."""
+        ``num_gpus`` GPUs and, for CPU processes, a CPU per thread of each (``num_processes x
+        num_threads``): what it holds is what it costs."""
         s = self.settings_of(cell)
         env = dict(JOB_ENV)
         if s.num_threads > 1:
@@ -95,8 +104,8 @@ class TrlBackend(Backend[TrlSettings]):
         resources = cell.resources
         if s.num_gpus and resources.num_gpus < s.num_gpus:
             resources = dataclasses.replace(resources, num_gpus=float(s.num_gpus))
-        if not s.num_gpus and resources.num_cpus < s.processes:
-            resources = dataclasses.replace(resources, num_cpus=float(s.processes))
+        if not s.num_gpus:  # a CPU cell holds a CPU per thread of each process
+            resources = held_cpus(resources, s.processes * s.num_threads)
         module = ("-m", self.entrypoint_module, "--cell", cell.to_json())
         argv = (sys.executable, *launch_argv(s), *module)
         return Job(argv=argv, env=env, resources=resources)

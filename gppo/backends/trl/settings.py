@@ -25,10 +25,11 @@ process. Only the first process evaluates and logs.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
+from gppo.store.cost import DRIVES_COST, NO_COST
 from gppo.testbed import cpu_kernels as ck
 from gppo.testbed.settings import (
     EVAL_TEMPERATURE,
@@ -49,68 +50,84 @@ class TrlSettings(ChoosesABase):
 
     model_config = ConfigDict(extra="forbid")
 
-    testbed: bool = Field(
+    testbed: Annotated[bool, DRIVES_COST] = Field(
         True,
         description="train the CPU testbed's exported base on its tasks, scored by its evaluator",
     )
-    domain: Literal["math", "code"] = "math"
+    domain: Annotated[Literal["math", "code"], DRIVES_COST] = "math"
     #: ``testbed: false``: local directory of a Hugging Face causal LM and its tokenizer.
-    model_path: str | None = Field(None, min_length=1)
+    model_path: Annotated[str | None, DRIVES_COST] = Field(None, min_length=1)
     #: ``testbed: false``: training parquet written by ``gppo-sweep data prepare -b trl``.
-    train_file: str | None = Field(None, min_length=1)
+    train_file: Annotated[str | None, DRIVES_COST] = Field(None, min_length=1)
     #: ``testbed: false``: one parquet per evaluation benchmark, keyed by benchmark (data_source).
-    val_files: dict[str, str] = Field(default_factory=dict)
+    val_files: Annotated[dict[str, str], DRIVES_COST] = Field(default_factory=dict)
     #: ``testbed: false``: prompts longer than this (tokens, chat template applied) are left out
     #: of training and evaluation, as verl's ``filter_overlong_prompts`` does.
-    max_prompt_length: int = Field(2048, ge=1)
+    max_prompt_length: Annotated[int, DRIVES_COST] = Field(2048, ge=1)
     #: ``testbed: false``: render each prompt's chat messages with the tokenizer's chat template
     #: (TRL's conversational format); false: the messages' contents joined as plain text.
-    chat_template: bool = True
+    chat_template: Annotated[bool, DRIVES_COST] = True
     #: ``testbed: false``: rows of each benchmark scored (None: all of them).
-    eval_prompts: int | None = Field(None, ge=1)
+    eval_prompts: Annotated[int | None, DRIVES_COST] = Field(None, ge=1)
     #: ``testbed: false``: sequences one evaluation ``generate`` call samples.
-    eval_batch_size: int = Field(64, ge=1)
+    eval_batch_size: Annotated[int, DRIVES_COST] = Field(64, ge=1)
     #: ``testbed: true``: the base of the testbed's family to train, picked by its warm-start
     #: target (``base-math-target0.03`` for 0.03; :mod:`gppo.testbed.shipped`); None: the default
-    warmstart_target: float | None = Field(None, gt=0, le=1)
+    warmstart_target: Annotated[float | None, DRIVES_COST] = Field(None, gt=0, le=1)
     # the testbed's RL defaults (gppo.testbed.settings.RL)
-    steps: int = Field(RL.steps, ge=1, description="generation batches (each: rollouts + updates)")
-    prompts_per_step: int = Field(RL.prompts_per_step, ge=1)
-    group_size: int = Field(RL.group_size, ge=2, description="G: samples per prompt")
-    minibatches: int = Field(
+    steps: Annotated[int, DRIVES_COST] = Field(
+        RL.steps, ge=1, description="generation batches (each: rollouts + updates)"
+    )
+    prompts_per_step: Annotated[int, DRIVES_COST] = Field(RL.prompts_per_step, ge=1)
+    group_size: Annotated[int, DRIVES_COST] = Field(
+        RL.group_size, ge=2, description="G: samples per prompt"
+    )
+    minibatches: Annotated[int, DRIVES_COST] = Field(
         RL.minibatches, ge=1, description="optimiser updates per step and epoch"
     )
-    ppo_epochs: int = Field(RL.ppo_epochs, ge=1, description="TRL's num_iterations")
-    lr: float = Field(RL.lr, gt=0)
-    lr_schedule: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = Field(0, ge=0, description="optimiser updates of linear warm-up")
-    weight_decay: float = Field(RL.weight_decay, ge=0)
-    grad_clip: float | None = Field(RL.grad_clip, gt=0)
-    temperature: float = Field(RL.temperature, gt=0)
+    ppo_epochs: Annotated[int, DRIVES_COST] = Field(
+        RL.ppo_epochs, ge=1, description="TRL's num_iterations"
+    )
+    lr: Annotated[float, NO_COST] = Field(RL.lr, gt=0)
+    lr_schedule: Annotated[Literal["constant", "linear", "cosine"], NO_COST] = "constant"
+    warmup_steps: Annotated[int, NO_COST] = Field(
+        0, ge=0, description="optimiser updates of linear warm-up"
+    )
+    weight_decay: Annotated[float, NO_COST] = Field(RL.weight_decay, ge=0)
+    grad_clip: Annotated[float | None, NO_COST] = Field(RL.grad_clip, gt=0)
+    temperature: Annotated[float, DRIVES_COST] = Field(RL.temperature, gt=0)
     #: the evaluation's sampling temperature (avg@k, both routes), as verl's ``val_temperature``
     #: (same name, same default: a section moves between ``verl:`` and ``trl:``)
-    val_temperature: float = Field(EVAL_TEMPERATURE, gt=0)
-    max_new_tokens: int | None = Field(
+    val_temperature: Annotated[float, DRIVES_COST] = Field(EVAL_TEMPERATURE, gt=0)
+    max_new_tokens: Annotated[int | None, DRIVES_COST] = Field(
         None, ge=1, description="None: the testbed domain's budget, or 1024 for testbed: false"
     )
-    dtype: Literal["float32", "bfloat16"] = "float32"
-    gradient_checkpointing: bool = False
-    use_vllm: bool = Field(False, description="generate with vLLM (a GPU, vLLM installed)")
-    vllm_mode: Literal["colocate", "server"] = "colocate"
+    dtype: Annotated[Literal["float32", "bfloat16"], DRIVES_COST] = "float32"
+    gradient_checkpointing: Annotated[bool, DRIVES_COST] = False
+    use_vllm: Annotated[bool, DRIVES_COST] = Field(
+        False, description="generate with vLLM (a GPU, vLLM installed)"
+    )
+    vllm_mode: Annotated[Literal["colocate", "server"], DRIVES_COST] = "colocate"
     #: ``vllm_mode: server``: the base URL of a running ``trl vllm-serve`` (e.g.
     #: ``http://localhost:8000``), TRL's ``vllm_server_base_url``.
-    vllm_server_url: str | None = Field(None, min_length=1)
-    num_gpus: int = Field(
+    vllm_server_url: Annotated[str | None, DRIVES_COST] = Field(None, min_length=1)
+    num_gpus: Annotated[int, DRIVES_COST] = Field(
         0, ge=0, description="0: CPU; N: N CUDA GPUs, one data-parallel process on each"
     )
-    num_processes: int = Field(
+    num_processes: Annotated[int, DRIVES_COST] = Field(
         1, ge=1, description="num_gpus: 0: data-parallel CPU processes (gloo); else num_gpus"
     )
-    num_threads: int = Field(RL.num_threads, ge=1, description="torch threads of the cell (CPU)")
-    cpu_kernels: ck.Mode = Field(ck.DEFAULT, description=ck.DESCRIPTION)
-    eval_seed: int = Field(RL.eval_seed, description="the evaluation's sampling seed (avg@k)")
-    save_every: int = Field(10, ge=1, description="steps between checkpoints (resume)")
-    checkpoint_dir: str | None = Field(
+    num_threads: Annotated[int, DRIVES_COST] = Field(
+        RL.num_threads, ge=1, description="torch threads of the cell (CPU)"
+    )
+    cpu_kernels: Annotated[ck.Mode, DRIVES_COST] = Field(ck.DEFAULT, description=ck.DESCRIPTION)
+    eval_seed: Annotated[int, NO_COST] = Field(
+        RL.eval_seed, description="the evaluation's sampling seed (avg@k)"
+    )
+    save_every: Annotated[int, DRIVES_COST] = Field(
+        10, ge=1, description="steps between checkpoints (resume)"
+    )
+    checkpoint_dir: Annotated[str | None, NO_COST] = Field(
         None,
         min_length=1,
         description="cells' TRL checkpoints (a retried attempt resumes from its cell's latest); "
