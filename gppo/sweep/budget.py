@@ -2,7 +2,8 @@
 keeps it.
 
 The launcher starts a run only when what the sweep has spent (every attempt of every launch,
-:func:`gppo.store.comparable.sweep_spent`), plus the forecast of the runs it has going, plus this
+:func:`gppo.store.comparable.sweep_spent`), plus the forecast of the runs it has going (those a
+relaunch re-attached to included: :meth:`Keeper.running`), plus this
 run's forecast (:mod:`gppo.sweep.forecast`) stays within every limit; ``runs`` counts the cells
 that got a run of their own (a retry is the same run). The runs it leaves stay pending, each with
 the reason; the launch ends with exit 0 and the tables of what ran, and a relaunch with a larger
@@ -111,6 +112,13 @@ class Keeper:
         self.committed[cell_id] = need
         self.started.add(cell_id)
         return None
+
+    def running(self, cell_id: str) -> None:
+        """``cell_id``'s run is already going (re-attached by a relaunch): its forecast is
+        committed, as at :meth:`admit`, whatever the limits (it runs either way), until it ends."""
+        cf = self.fc.cells.get(cell_id)
+        self.committed[cell_id] = cf.hours if cf is not None else Hours()
+        self.started.add(cell_id)
 
     def ended(self, cell_id: str, attempt: Hours | None) -> None:
         """An attempt of ``cell_id`` ended having cost ``attempt``

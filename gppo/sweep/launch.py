@@ -24,7 +24,6 @@ from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.grid.load import Plan
 from gppo.store.comparable import sweep_spent
-from gppo.store.cost import attempt_hours
 from gppo.store.health import fail_fast
 from gppo.store.tracking import latest_metric, store_exception
 from gppo.sweep.attempts import (
@@ -174,7 +173,7 @@ class Launcher:
             try:
                 result.cells = reconcile(ctx, disp, list(self.plan.cells))
                 self._cells = list(result.cells.values())
-                self.keeper = self._budget(ctx)
+                self.keeper = self._budget(ctx, result.cells)
                 self._next_round(ctx, result)
                 self.on_update(result)  # the sweep's cells, before any event
                 for st in result.cells.values():
@@ -212,8 +211,7 @@ class Launcher:
                             att = st.current
                             driver.end(st)
                             if self.keeper is not None and att is not None:
-                                took = time.time() - att.submitted_at
-                                self.keeper.ended(st.cell.id, attempt_hours(att.metrics, took))
+                                self.keeper.ended(st.cell.id, att.hours)  # as its run logged
                         self._next_round(ctx, result)
                         if time.monotonic() - last_metrics >= self.metrics_every_s:
                             self._refresh_metrics(ctx, cells)
@@ -292,13 +290,18 @@ class Launcher:
                     left[cell.id] = f"its runs' cell {runner} was left: {left[runner]}"
         return left
 
-    def _budget(self, ctx: SweepContext) -> Keeper | None:
-        """The spec's budget (:mod:`gppo.sweep.budget`) with the sweep's spend so far, or None."""
+    def _budget(self, ctx: SweepContext, cells: dict[str, CellState]) -> Keeper | None:
+        """The spec's budget (:mod:`gppo.sweep.budget`) with the sweep's spend so far, or None;
+        the runs a relaunch re-attached (RUNNING) are counted at their forecast until they end."""
         budget = self.plan.spec.budget
         if budget is None:
             return None
         spent = sweep_spent(ctx.tracking.uri, self.plan.sweep_id, ctx.experiment_id)
-        return Keeper(budget, forecast(self.plan), spent)
+        keeper = Keeper(budget, forecast(self.plan), spent)
+        for st in cells.values():
+            if st.state == RUNNING:
+                keeper.running(st.cell.id)
+        return keeper
 
     # -- progress ----------------------------------------------------------------------------------
     def _refresh_metrics(self, ctx: SweepContext, cells: dict[str, CellState]) -> None:
