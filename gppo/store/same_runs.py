@@ -9,6 +9,12 @@ them), ``gppo.finished``, and two tags naming the source: :data:`~gppo.metrics.T
 (its run id) and :data:`~gppo.metrics.TAG_SAME_CELL` (its cell id). Its Ray job tag is the
 source's (``logs`` shows the job that trained it). Readers that add up what runs held (cost)
 count runs with :data:`~gppo.metrics.TAG_SAME_RUNS` as their source, once.
+
+The copy is whole or absent: the run is created with the tag :data:`~gppo.metrics.TAG_COPYING`,
+which its last write removes (after the metrics and ``gppo.finished``, before it is ended
+FINISHED). A launcher killed mid-copy leaves a run that still has the tag; the next launch deletes
+it before it reads the sweep's runs (:func:`drop_partial_copies`) and copies again, so the
+follower is never taken for an interrupted job of its lead's.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 
 from gppo import metrics as M
 from gppo.cell import Cell
-from gppo.store.tracking import Tracking, retry_locked
+from gppo.store.tracking import Tracking, retry_locked, sweep_filter
 
 #: metrics per ``log_batch`` call (MLflow's limit is 1000)
 BATCH = 1000
@@ -57,6 +63,7 @@ def record_same_runs(
             M.TAG_RUN_KEY: run_key,
             M.TAG_SAME_RUNS: source_run_id,
             M.TAG_SAME_CELL: src_tags.get(M.TAG_CELL_ID, ""),
+            M.TAG_COPYING: "true",  # until the last write: whole or absent
         },
     )
     client = tracking.client
@@ -67,5 +74,19 @@ def record_same_runs(
     for i in range(0, len(history), BATCH):
         retry_locked(partial(client.log_batch, run_id, metrics=history[i : i + BATCH]))
     tracking.set_tags(run_id, {M.TAG_FINISHED: "true"})
+    retry_locked(partial(client.delete_tag, run_id, M.TAG_COPYING))  # the copy is whole
     tracking.terminate(run_id, "FINISHED")
     return run_id
+
+
+def drop_partial_copies(tracking: Tracking, experiment_id: str, sweep_id: str) -> list[str]:
+    """Delete the sweep's follower runs whose copy was cut off (tag :data:`~gppo.metrics.
+    TAG_COPYING` still on them: the launcher that wrote them was killed mid-copy); their ids.
+    A launch calls it before it reads the sweep's runs: the follower is then absent, and it is
+    recorded again from its lead's finished run."""
+    runs = tracking.search(
+        experiment_id, f"{sweep_filter(sweep_id)} AND tags.`{M.TAG_COPYING}` = 'true'"
+    )
+    for run in runs:
+        retry_locked(partial(tracking.client.delete_run, run.info.run_id))
+    return [run.info.run_id for run in runs]

@@ -171,6 +171,7 @@ class Launcher:
             restore = signals_set(self.stop_event)
             marker = ctx.state_dir / "launcher.json"
             try:
+                self.same.drop_partial(ctx)  # a follower's copy is whole or absent
                 result.cells = reconcile(ctx, disp, list(self.plan.cells))
                 self._cells = list(result.cells.values())
                 self.keeper = self._budget(ctx, result.cells)

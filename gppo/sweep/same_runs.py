@@ -9,7 +9,10 @@ run of its own, every open member is recorded as served by it
 ``gppo.same_runs``), and is DONE. When the runner fails for good, the waiting members fail with
 it, saying whose run failed; a relaunch retries the runner once for the whole group.
 
-Resume needs nothing of its own: a follower with its recorded run is DONE by the ordinary rules
+Resume needs one step of its own: a follower's run that a killed launcher left mid-copy is
+deleted before the sweep's runs are read (:meth:`SameRuns.drop_partial`), so the follower is
+absent and recorded again, never failed with its lead's job. Otherwise: a follower with its
+recorded run is DONE by the ordinary rules
 (:func:`gppo.sweep.session.reconcile`: a finished run of its config hash); a follower whose
 lead finished while the launcher was gone is recorded at the first round; an interrupted shared
 run is settled and retried once, as the runner's (no follower ever has a job to retry). A group
@@ -22,7 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from gppo.cell import Cell
 from gppo.grid.sharing import run_groups, run_key
-from gppo.store.same_runs import record_same_runs, source_of
+from gppo.store.same_runs import drop_partial_copies, record_same_runs, source_of
 from gppo.sweep.attempts import DONE, ENDING, FAILED, PENDING, RUNNING, WAITING, CellState, Event
 from gppo.sweep.session import Session
 
@@ -37,6 +40,13 @@ class SameRuns:
     def __init__(self, cells: Sequence[Cell]) -> None:
         self.groups = [g for g in run_groups(cells) if len(g) > 1]
         self._group = {c.id: g for g in self.groups for c in g}
+
+    @staticmethod
+    def drop_partial(ctx: Session) -> list[str]:
+        """Before a launch reads the sweep's runs: delete the follower runs a killed launcher
+        left mid-copy (:func:`~gppo.store.same_runs.drop_partial_copies`; recorded again at
+        the first round); their ids."""
+        return drop_partial_copies(ctx.tracking, ctx.experiment_id, ctx.sweep_id)
 
     def follows(self, cell_id: str) -> str | None:
         """The cell whose run serves ``cell_id`` (its group's lead), None for a lead or a cell
