@@ -23,15 +23,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from gppo import metrics as M
 from gppo.analysis import stats as S
 from gppo.analysis.adaptive import Rounds, row_of
 from gppo.analysis.collect import paid_by_cell
 from gppo.grid import load_plan
 from gppo.grid.load import Plan
 from gppo.grid.sharing import run_groups
+from gppo.store.follower import costs_nothing
 from gppo.store.health import refusal_naming_client
 from gppo.store.records import fetch_records, find_sweep, latest_attempts
+from gppo.store.run_score import run_score
 
 
 @dataclass
@@ -53,12 +54,12 @@ def read_sweep(path: str) -> Sweep:
     k = {c.id: c.eval_k for c in plan.cells}
     scores = {}
     for cid, run in latest_attempts(records).items():
-        avg = M.eval_average(run.metrics, k.get(cid, 8)) if run.status == "FINISHED" else None
-        if avg is not None:
-            scores[cid] = 100 * avg
+        score = run_score(run.metrics, k.get(cid, 8)) if run.status == "FINISHED" else None
+        if score is not None:
+            scores[cid] = score
     paid = paid_by_cell(records)
     cpu = sum(h.cpu for h in paid.values() if h is not None)
-    own = sum(1 for r in latest_attempts(records).values() if M.TAG_SAME_RUNS not in r.tags)
+    own = sum(1 for r in latest_attempts(records).values() if not costs_nothing(r.tags))
     return Sweep(plan, scores, cpu, own)
 
 

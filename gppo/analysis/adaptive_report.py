@@ -3,9 +3,8 @@
 The rounds (:class:`gppo.analysis.adaptive.Rounds`) are replayed on the runs' scores, as the
 launcher replays them, so Table 1 (every format), the page and ``status`` say the same thing:
 
-- :func:`cell_scores`: cell id -> the run's avg@k averaged over its benchmarks, in points (what
-  :mod:`gppo.sweep.seed_gate` reads with :func:`gppo.metrics.eval_average`), from the collected
-  runs and the tidy frame;
+- :func:`cell_scores`: cell id -> the run's seed score (:func:`gppo.store.run_score.run_score`,
+  what :mod:`gppo.sweep.seed_gate` reads), from the collected runs;
 - :func:`label_stops`: each table's (axis point's) stops keyed by Table 1's row label
   (``tv/mc``, ``gspo``), the base model not in them (it is not part of the rounds);
 - :func:`mark_table`: a Table 1 with its rows' stops: the column Stopped, Δ and its interval the
@@ -29,7 +28,7 @@ from gppo.analysis.table import decimal_of
 from gppo.analysis.table_model import Entry, Table1
 from gppo.analysis.tidy import axis_cell, axis_columns, label_of_cell
 from gppo.cell import Cell
-from gppo.grid.sharing import run_groups
+from gppo.grid.sharing import run_groups, whole_groups
 from gppo.store.state import State
 
 #: where docs/statistics.md explains the rule
@@ -37,25 +36,14 @@ RULE_DOC = "docs/statistics.md#adaptive-seeds-the-rule"
 CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni"}
 
 
-def cell_scores(runs: pd.DataFrame, tidy: pd.DataFrame) -> dict[str, float]:
-    """Per cell id with a DONE run: its avg@k averaged over its benchmarks, in points.
-
-    ``runs``: :attr:`gppo.analysis.collect.Collected.runs` (``cell_id``, ``run_id``, ``cell``,
-    ``seed``, ``status``); ``tidy``: the same collection's scores (fractions). A run's rows in the
-    tidy frame are those of its ``run_id`` (the run that trained it), label and seed."""
-    if not len(runs) or not len(tidy):
+def cell_scores(runs: pd.DataFrame) -> dict[str, float]:
+    """Per cell id with a DONE run: its seed score, in points (``runs``:
+    :attr:`gppo.analysis.collect.Collected.runs`, whose ``seed_score`` is
+    :func:`gppo.store.run_score.run_score` of the run, what :mod:`gppo.sweep.seed_gate` reads)."""
+    if not len(runs) or "seed_score" not in runs:
         return {}
-    done = tidy[(tidy["status"] == State.DONE.value) & tidy["score"].notna()]
-    per_run: dict[tuple[str, str, int], list[float]] = {}
-    keys = zip(done["run_id"], done["cell"], done["seed"], done["score"], strict=True)
-    for run_id, label, seed, score in keys:
-        per_run.setdefault((str(run_id), str(label), int(seed)), []).append(float(score))
-    out: dict[str, float] = {}
-    for rec in runs[runs["status"] == State.DONE.value].itertuples(index=False):
-        values = per_run.get((str(rec.run_id), str(rec.cell), int(rec.seed)))
-        if values:
-            out[str(rec.cell_id)] = 100.0 * (sum(values) / len(values))
-    return out
+    done = runs[(runs["status"] == State.DONE.value) & runs["seed_score"].notna()]
+    return {str(c): float(s) for c, s in zip(done["cell_id"], done["seed_score"], strict=True)}
 
 
 def without_unneeded(
@@ -64,10 +52,7 @@ def without_unneeded(
     """``tidy`` without the pending rows (no run) of the cells the rounds did not need: they are
     not missing. ``needed``: the cells the rounds asked for (a cell whose run an identical
     needed cell's run serves is needed too)."""
-    wanted = set(needed)
-    for group in run_groups(cells):
-        if any(c.id in wanted for c in group):
-            wanted |= {c.id for c in group}
+    wanted = whole_groups(needed, run_groups(cells))
     unneeded = {
         (label_of_cell(c), int(c.seed), _point_key(c.axes)) for c in cells if c.id not in wanted
     }

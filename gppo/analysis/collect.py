@@ -32,6 +32,7 @@ from gppo.analysis.tidy import (
 from gppo.cell import Cell
 from gppo.objectives.defaults import REFERENCE
 from gppo.store.cost import Hours, spent
+from gppo.store.follower import costs_nothing
 from gppo.store.health import refusal_naming_client
 from gppo.store.records import (
     RunRecord,
@@ -41,6 +42,7 @@ from gppo.store.records import (
     no_gc,
     run_status,
 )
+from gppo.store.run_score import run_score
 from gppo.store.state import State, SweepRef
 from gppo.store.tracking import int_tag
 
@@ -87,7 +89,7 @@ def paid_by_cell(records: Iterable[RunRecord]) -> dict[str, Hours | None]:
     """Per cell id, the hours of every attempt's run (a failed attempt was paid for too)."""
     runs: dict[str, list[dict[str, float]]] = {}
     for run in records:  # a copy of an identical cell's results (gppo.same_runs) cost nothing
-        paid = NOTHING_PAID if M.TAG_SAME_RUNS in run.tags else run.metrics
+        paid = NOTHING_PAID if costs_nothing(run.tags) else run.metrics
         runs.setdefault(run.tags.get(M.TAG_CELL_ID) or run.run_id, []).append(paid)
     return {cid: spent(metrics) for cid, metrics in runs.items()}
 
@@ -222,6 +224,8 @@ def _one_run(
         "cell_id": cell_id,
         "attempt": int_tag(tags, M.TAG_ATTEMPT),
         "axes": axes_key(point),
+        # the seed's score as the launcher's rounds read it (a DONE run's, else None)
+        "seed_score": run_score(run.metrics, run_k) if status is State.DONE else None,
     }
     if status is State.DONE:
         rows = [{**common, "benchmark": b, "score": s} for b, s in scores.items()]

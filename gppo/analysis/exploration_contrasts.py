@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
@@ -37,18 +37,12 @@ from gppo.analysis.vocabulary import EST_COLORS, EST_ORDER
 from gppo.cell import DEFAULT_EVAL_K
 from gppo.objectives.buckets import MU_BUCKETS
 from gppo.store.records import StoreClient, fetch_records, latest_attempts
+from gppo.store.run_score import base_score, run_score
 from gppo.store.tracking import metric_steps
 
 #: the early-rise window: p_answer(RISE_STEP) / p_answer(0) (the probe runs at every step to 10)
 RISE_STEP = M.PROBE_DENSE_STEPS
 REFERENCE_ESTIMATOR = "mc"
-
-
-def _mean_over_benchmarks(
-    metrics: dict[str, float], parse: Callable[[str], object]
-) -> float | None:
-    values = [v for name, v in metrics.items() if parse(name)]
-    return 100.0 * sum(values) / len(values) if values else None
 
 
 def runs_frame(
@@ -66,8 +60,7 @@ def runs_frame(
         tags = run.tags
         if tags.get(M.TAG_FINISHED) != "true" or not tags.get(M.TAG_ESTIMATOR):
             continue
-        final = _mean_over_benchmarks(run.metrics, M.parse_eval_metric)
-        base = _mean_over_benchmarks(run.metrics, M.parse_eval_base_metric)
+        final, base = run_score(run.metrics), base_score(run.metrics)  # at the k it logged
         if final is None or base is None:
             continue
         row = {

@@ -20,7 +20,6 @@ import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -32,8 +31,8 @@ from markupsafe import Markup
 from gppo.analysis.render import to_html
 from gppo.analysis.table_model import Table1
 from gppo.analysis.tidy import CPU_HOURS, GPU_HOURS
-from gppo.scores import pct, quantize
 from gppo.store.cost import Hours, fmt_hours, money_text
+from gppo.store.run_score import score_text
 from gppo.store.uri import redact, scheme_of
 
 PAGE_NAME = "report.html"
@@ -190,16 +189,12 @@ def _run_hours(run: Any, res: Any, secs: float | None) -> tuple[float | None, fl
 
 
 def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
-    """One row per cell run (``Collected.runs``) and the totals (wall time, CPU/GPU-hours)."""
+    """One row per cell run (``Collected.runs``) and the totals (wall time, CPU/GPU-hours); every
+    figure in a row is that run's own (its avg@k: its ``seed_score``, printed as Table 1 prints,
+    so two axis points' runs of one cell and seed each show theirs)."""
     if page.runs is None or not len(page.runs):
         return [], {}
     resources = {c.id: c.resources for c in page.cells}
-    avg: dict[tuple[str, str, int], str] = {}
-    if page.tidy is not None and len(page.tidy):
-        scored = page.tidy.dropna(subset=["score"])
-        for key, scores in scored.groupby(["domain", "cell", "seed"])["score"]:
-            mean = sum((pct(s) for s in scores), Decimal(0)) / len(scores)  # as Table 1 averages
-            avg[(str(key[0]), str(key[1]), int(key[2]))] = str(quantize(mean, 1))
     rows, wall, cpu_h, gpu_h = [], 0.0, 0.0, 0.0
     for r in page.runs.sort_values(["domain", "cell_id"]).itertuples(index=False):
         res = resources.get(r.cell_id)
@@ -207,7 +202,7 @@ def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
         cpus, gpus = _run_hours(r, res, secs)
         wall += secs or 0.0
         cpu_h, gpu_h = cpu_h + (cpus or 0.0), gpu_h + (gpus or 0.0)
-        score = avg.get((str(r.domain), str(r.cell), int(r.seed)))
+        score = _num(getattr(r, "seed_score", None))  # the run's own (gppo.store.run_score)
         rows.append(
             {
                 "cell_id": r.cell_id,
@@ -217,7 +212,7 @@ def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
                 "status": r.status,
                 "attempt": r.attempt,
                 "steps": "-" if (steps := _num(r.steps)) is None else f"{int(steps)}",
-                "avg": "-" if score is None else score,
+                "avg": "-" if score is None else score_text(score),
                 "wall": _duration(secs),
                 "cpu_h": "-" if cpus is None else fmt_hours(cpus),
                 "gpu_h": "-" if gpus is None else fmt_hours(gpus),

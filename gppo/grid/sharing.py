@@ -17,7 +17,9 @@ The API the launcher, ``plan``, the cost forecast and the reports share:
   are **followers**: each gets a run of its own once the lead's run has finished, a copy of its
   results tagged ``gppo.same_runs`` (:data:`gppo.metrics.TAG_SAME_RUNS`) with the source run's
   id (docs/running.md "Identical cells run once");
-- :func:`lead_of`: follower id -> its lead's id; :func:`run_count`: the runs a plan needs.
+- :func:`lead_of`: follower id -> its lead's id; :func:`run_count`: the runs a plan needs;
+- :func:`whole_groups`: the cells some rounds want with every cell of their groups (a wanted
+  cell's whole group is wanted: any member may be its runner, every member reads its results).
 """
 
 from __future__ import annotations
@@ -61,6 +63,17 @@ def run_groups(cells: Iterable[Cell]) -> list[tuple[Cell, ...]]:
 def lead_of(cells: Iterable[Cell]) -> dict[str, str]:
     """Each follower's id -> its group's lead id (cells that run themselves are not keys)."""
     return {c.id: g[0].id for g in run_groups(cells) for c in g[1:]}
+
+
+def whole_groups(wanted: Iterable[str], groups: Iterable[Sequence[Cell]]) -> set[str]:
+    """The ids ``wanted`` and every other cell of a group (:func:`run_groups`) one of them is in:
+    the adaptive rounds' wanted cells as the launcher's seed gate, ``status`` and the report
+    read them."""
+    out = set(wanted)
+    for group in groups:
+        if any(c.id in out for c in group):
+            out |= {c.id for c in group}
+    return out
 
 
 def run_count(cells: Sequence[Cell]) -> int:

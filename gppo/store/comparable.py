@@ -14,6 +14,7 @@ from mlflow import MlflowClient
 
 from gppo import metrics as M
 from gppo.store.cost import Hours, Spent, run_hours
+from gppo.store.follower import costs_nothing
 from gppo.store.records import active_experiment_ids, fetch_records, no_gc
 
 #: comparable runs read per key (the latest finished ones)
@@ -39,7 +40,7 @@ def comparable_walls(uri: str, keys: Iterable[str], sample: int = SAMPLE) -> dic
             walls = [
                 float(r.data.metrics[M.COST_WALL_S])
                 for r in runs
-                if M.COST_WALL_S in r.data.metrics and M.TAG_SAME_RUNS not in r.data.tags
+                if M.COST_WALL_S in r.data.metrics and not costs_nothing(r.data.tags)
             ]
             if walls:
                 out[key] = walls
@@ -53,7 +54,7 @@ def sweep_spent(uri: str, sweep_id: str, experiment_id: str | None = None) -> Sp
     records = fetch_records(client, sweep_id, experiment_id=experiment_id)
     total, cells = Hours(), set()
     for run in records:
-        if M.TAG_SAME_RUNS in run.tags:  # a copy of its source's results: no run of its own
+        if costs_nothing(run.tags):  # a copy of its source's results: no run of its own
             continue
         cells.add(run.tags.get(M.TAG_CELL_ID) or run.run_id)
         hours = run_hours(run.metrics)

@@ -12,14 +12,23 @@ evaluation (``eval_base/...``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from decimal import Decimal
 
 from gppo import metrics as M
+from gppo.scores import pct, quantize
 
 
 def points(fractions: Iterable[float]) -> float | None:
-    """The mean of avg@k fractions in points (``100 * mean``); None for no value."""
-    values = [float(v) for v in fractions]
-    return 100.0 * (sum(values) / len(values)) if values else None
+    """The mean of avg@k fractions in points (``100 * mean``), computed exactly in decimal as
+    Table 1 averages a seed's benchmarks (:func:`gppo.scores.pct`) and returned as the nearest
+    float, so that it prints as Table 1 does (:func:`score_text`); None for no value."""
+    values = [pct(v) for v in fractions]
+    return float(sum(values, Decimal(0)) / len(values)) if values else None
+
+
+def score_text(score: float) -> str:
+    """A score in points as Table 1 prints it: one decimal, rounded half up (``34.7``)."""
+    return str(quantize(Decimal(repr(float(score))), 1))
 
 
 def logged_k(metrics: Mapping[str, float], base: bool = False) -> int | None:

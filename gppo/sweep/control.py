@@ -14,9 +14,11 @@ from typing import Any
 from gppo import metrics as M
 from gppo.errors import ClusterUnreachable
 from gppo.grid.load import Plan
-from gppo.grid.sharing import run_groups
+from gppo.grid.sharing import run_groups, whole_groups
 from gppo.store.cost import spent
+from gppo.store.follower import costs_nothing
 from gppo.store.health import failure_line, node_refusal, what_to_grant
+from gppo.store.run_score import run_score
 from gppo.store.state import ACTIVE_JOB, State, cell_state, run_state
 from gppo.store.tracking import attempt_of, latest_metric
 from gppo.sweep.cluster import Cluster, ensure_cluster, last_temp_dir, stop_local_head
@@ -135,13 +137,12 @@ def sweep_status(
             st.score, st.step = got
         ev = latest_metric(run, M.eval_domain_metric(k))
         st.eval_score = ev[0] if ev else None
-        own = [r for r in runs if M.TAG_SAME_RUNS not in r.data.tags]  # copies cost nothing
+        own = [r for r in runs if not costs_nothing(r.data.tags)]
         paid = spent(r.data.metrics for r in own) if own else None
         if paid is not None:
             st.cpu_hours, st.gpu_hours = paid.cpu, paid.gpu
         if derived.state is State.DONE:
-            avg = M.eval_average(run.data.metrics, cell.eval_k)
-            st.seed_score = None if avg is None else 100.0 * avg
+            st.seed_score = run_score(run.data.metrics, cell.eval_k)
         out.append(st)
     if needed is not None:
         _mark_unneeded(plan, out, needed)
@@ -152,10 +153,7 @@ def _mark_unneeded(plan: Plan, rows: list[CellStatus], needed: Needed) -> None:
     """Mark the pending cells the rounds do not need (as the launcher's seed gate holds them
     back: a needed cell's whole group of identical cells is needed)."""
     scores = {r.cell: r.seed_score for r in rows if r.seed_score is not None}
-    wanted = set(needed(scores))
-    for group in run_groups(plan.cells):
-        if any(c.id in wanted for c in group):
-            wanted |= {c.id for c in group}
+    wanted = whole_groups(needed(scores), run_groups(plan.cells))
     for r in rows:
         r.unneeded = r.state is State.PENDING and r.cell not in wanted
 

@@ -17,6 +17,7 @@ from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
 from gppo import metrics as M
+from gppo.grid.sharing import whole_groups
 from gppo.store.run_score import run_score
 from gppo.store.tracking import store_exception
 from gppo.sweep.attempts import DONE, CellState
@@ -70,11 +71,7 @@ class SeedGate:
                 score = run_score(run.data.metrics, st.cell.eval_k)
                 if score is not None:
                     self.scores[st.cell.id] = score
-        wanted = set(self.rounds.wanted(self.scores))
-        for group in self.same.groups:
-            if any(c.id in wanted for c in group):
-                wanted |= {c.id for c in group}
-        self.wanted = wanted
+        self.wanted = whole_groups(self.rounds.wanted(self.scores), self.same.groups)
         self._tag(ctx, {st.cell.id: st.run_id for st in cells if st.run_id}, left)
 
     def _tag(self, ctx: SweepContext, runs: Mapping[str, str], left: Collection[str]) -> None:

@@ -217,8 +217,8 @@ def test_report_of_an_adaptive_sweep(store, tmp_path, played, monkeypatch):
     assert "no run (missing)" not in md  # the cells the rounds did not need are not missing
     # the collected scores are the launcher's (the run's avg@k over benchmarks, in points)
     got = collect(store.ref, expected=plan.cells, k=plan.spec.eval.k)
-    assert cell_scores(got.runs, got.tidy) == pytest.approx(scores)
-    assert cell_scores(pd.DataFrame(), got.tidy) == {}
+    assert cell_scores(got.runs) == pytest.approx(scores)
+    assert cell_scores(pd.DataFrame()) == {}
     page = rep.page.read_text() if rep.page else ""
     lo, hi = rounds.runs_range()
     assert f"adaptive seeds 2-4: {len(scores)} runs of at most {hi}" in page

@@ -118,3 +118,28 @@ def test_run_links_only_for_an_http_server():
     assert run_link("file:///x/mlruns", "3", "abc") is None
     url = run_link("http://mlflow.example:5000/", "3", "abc")
     assert url is not None and url.startswith("http://mlflow.example:5000/#/experiments/3/runs/abc")
+
+
+def test_run_list_shows_each_axis_points_own_run(store):
+    """Issue 57, item 1: a sweep over ``local.warmstart_target: [0.25, 0.1]`` (tv/mc, one seed):
+    the page's list of runs shows each run's own avg@k (29.1 and 12.6), not their mean (20.8)
+    for both; an identical cell's run and a cell without a score keep theirs."""
+    from gppo.analysis.collect import collect
+    from gppo.analysis.page import PageInput, cell_rows
+    from gppo.analysis.table import build_table1
+
+    wt = "local.warmstart_target"
+    own = {0.25: {"b1": 0.291, "b2": 0.291}, 0.1: {"b1": 0.120, "b2": 0.132}}
+    for value, scores in own.items():
+        store.cell("gppo", "tv", "mc", axes={wt: value}, base=BASE, scores=scores)
+        store.cell("gppo", "kl", "mc", axes={wt: value}, status="FAILED", finished=False)
+    got = collect(store.ref, k=8)
+    page = PageInput(store.sweep_id, build_table1(got.tidy), runs=got.runs, tidy=got.tidy)
+    rows, _ = cell_rows(page)
+    shown = {r["cell_id"]: r["avg"] for r in rows}
+    assert shown == {
+        "tv-mc_warmstart_target0.25-s0": "29.1",
+        "tv-mc_warmstart_target0.1-s0": "12.6",
+        "kl-mc_warmstart_target0.25-s0": "-",
+        "kl-mc_warmstart_target0.1-s0": "-",
+    }, shown

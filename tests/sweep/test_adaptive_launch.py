@@ -19,6 +19,7 @@ from mlflow.tracking import MlflowClient
 from gppo import metrics as M
 from gppo.analysis.adaptive import Rounds
 from gppo.grid import load_plan
+from gppo.store.run_score import run_score
 from gppo.sweep.launch import Launcher
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
@@ -51,7 +52,7 @@ def finished_runs(store: str, experiment: str) -> dict[str, list]:
 
 def scores_of(runs: dict[str, list], plan) -> dict[str, float]:
     k = {c.id: c.eval_k for c in plan.cells}
-    return {cid: 100 * M.eval_average(rs[0].data.metrics, k[cid]) for cid, rs in runs.items()}
+    return {cid: run_score(rs[0].data.metrics, k[cid]) for cid, rs in runs.items()}
 
 
 def test_rounds_run_the_undecided_rows_only(tmp_path, ray_cluster):
