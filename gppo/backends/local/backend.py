@@ -28,8 +28,10 @@ from gppo.testbed.settings import RL
 #: these when it is imported; the fork server is started with them too), and the pinned kernels
 #: unless the cell's ``cpu_kernels`` is natural (:mod:`gppo.testbed.cpu_kernels`)
 JOB_ENV = thread_env(RL.num_threads)
-#: the fork server's start environment: it imports torch once for the launch's cells, pinned; a
-#: cell of the natural mode is not handed to it (it starts its own process)
+#: the fork server's start environment: it imports torch once for the launch's cells, pinned
+#: (the launcher's environment under it, then pinned as a cell pins its own:
+#: :func:`gppo.backends.local.forkhost.server_env`); a job goes to it only when its cell would
+#: compute with the kernels the server reports (a natural-mode cell starts its own process)
 SERVER_ENV = {**JOB_ENV, **cpu_kernels.PINNED_ENV}
 
 
@@ -91,13 +93,16 @@ class LocalBackend(Backend):
         if not (on_this_machine and forkserver.enabled()):
             yield lambda job: job
             return
-        with forkhost.running(SERVER_ENV, on_cell_end=on_job_end) as server:
+        pinned = cpu_kernels.PINNED
+        with forkhost.running(SERVER_ENV, on_cell_end=on_job_end, kernels=pinned) as server:
 
             def served(job: Job) -> Job:
                 if not cpu_kernels.same_kernels(job.env, SERVER_ENV):
                     return job  # another mode's kernels: not the server's torch
                 path = server.path()  # the first job waits for the server's imports
                 if path is None or job.argv[1:3] != ("-m", self.entrypoint_module):
+                    return job
+                if not server.serves(job.env):  # the server's real kernels, as it reported them
                     return job
                 argv = (job.argv[0], forkserver.CLIENT_SCRIPT, *job.argv[3:])
                 env = {**job.env, forkserver.ENV_SOCKET: path}

@@ -25,7 +25,11 @@ grandchild, a fresh process with everything imported, runs ``python -m gppo.back
   (``python -m gppo.backends.local``);
 - the launcher checks the server before it hands it each job (:mod:`.forkhost`: running, not
   stopped, a ping answered): one that hangs (SIGSTOP, stuck) is SIGKILLed and replaced, so no
-  job, and no retry of a job that stalled on it, goes to it.
+  job, and no retry of a job that stalled on it, goes to it;
+- the server starts with the environment a cell's process would have (the launcher's, the job's
+  variables, then :func:`gppo.testbed.cpu_kernels.apply`), says on its ready line (:data:`READY`)
+  which kernel variables it really has, and gets only the jobs whose cell would compute with the
+  same ones.
 
 Wire format: the client sends one length-prefixed JSON request ``{"argv", "env", "cwd"}`` with
 its fds 0, 1, 2 attached (``SCM_RIGHTS``); the grandchild answers ``pid N\\n`` and, when the cell
@@ -75,6 +79,10 @@ PRELOAD = (
     "gppo.testbed.tasks_math",
     "gppo.testbed.tasks_code",
 )
+#: the server's ready line starts with this, then ``on <socket> kernels <JSON>``: the kernel
+#: variables of its own environment (:data:`gppo.testbed.cpu_kernels.KERNEL_VARS`, null when
+#: unset), which its torch computes with; the launcher reads it among any other output
+READY = "gppo fork server ready"
 HEADER = struct.Struct("!I")  # the request's length
 MAX_REQUEST = 16 << 20
 
@@ -207,8 +215,11 @@ def serve(path: str, parent: int | None = None, notify: str | None = None) -> No
     thread when it forks."""
     import importlib
 
+    from gppo.testbed.cpu_kernels import KERNEL_VARS
+
     for name in PRELOAD:
         importlib.import_module(name)
+    kernels = {name: os.environ.get(name) for name in KERNEL_VARS}  # what torch computes with
     stop = False
     forking = False
 
@@ -223,7 +234,7 @@ def serve(path: str, parent: int | None = None, notify: str | None = None) -> No
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
-    print(f"gppo fork server ready on {path}", flush=True)
+    print(f"{READY} on {path} kernels {json.dumps(kernels, sort_keys=True)}", flush=True)
     sel = selectors.DefaultSelector()
     sel.register(listener, selectors.EVENT_READ)
     try:
