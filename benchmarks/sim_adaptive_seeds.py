@@ -31,10 +31,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from scipy import stats
+from sequential_sim import (  # benchmarks/, beside this script
+    normal_noise,
+    resampled_noise,
+    simulate,
+)
 from tabulate import tabulate
 
 from gppo.analysis.sequential import EQUIVALENT, FUTILE, SEPARATED, Design
-from gppo.analysis.sequential_sim import normal_noise, resampled_noise, simulate
 
 RUNS_CSV = Path(__file__).resolve().parents[1] / "docs" / "data" / "exploration-runs.csv"
 SEED_SD = 2.0

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gppo.analysis.sequential import CONTINUE, STATUS_NAMES, Design, RowDecision, decide
+from gppo.analysis.stats import DEFAULT_TEST
 from gppo.cell import Cell
 from gppo.grid.sharing import run_key
 
@@ -40,11 +41,17 @@ BUDGET = "budget"
 
 def design_of(spec: Any, rows: int | None = None) -> Design:
     """The :class:`~gppo.analysis.sequential.Design` of a spec's ``seeds: {min, max, batch,
-    equivalence}`` (``rows``: the correction's family, the rows compared with the reference)."""
+    equivalence}`` and ``analysis.test`` (``rows``: the correction's family, the rows compared
+    with the reference)."""
     a = spec.adaptive
     if a is None:
         raise ValueError("the spec has a fixed seeds count or list, not seeds: {min, max}")
-    return Design(min_seeds=a.min, max_seeds=a.max, batch=a.batch, margin=a.equivalence, rows=rows)
+    analysis = getattr(spec, "analysis", None)
+    test = analysis.test if analysis is not None else DEFAULT_TEST
+    return Design(
+        min_seeds=a.min, max_seeds=a.max, batch=a.batch, margin=a.equivalence, rows=rows,
+        test=test,
+    )  # fmt: skip
 
 
 def row_of(cell: Cell) -> str:

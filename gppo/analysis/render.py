@@ -186,7 +186,7 @@ def _p_improve_note(ref: str) -> str:
     )
 
 
-def _adaptive_notes(ref: str) -> list[str]:
+def _adaptive_notes(ref: str, test: str) -> list[str]:
     """The notes on Δ and the mark of a table of adaptive seeds (the rule of
     :mod:`gppo.analysis.sequential`)."""
     return [
@@ -194,8 +194,12 @@ def _adaptive_notes(ref: str) -> list[str]:
         f" seeds rule [its interval valid under the design, see the note below];"
         + _p_improve_note(ref),
         f"{SIG_MARK}: the adaptive seeds rule separated the row from {ref} (a group-sequential"
-        " t-test per row on the variance pooled over the table's rows, corrected over them);"
-        " Stopped: the row's seeds and why it stopped (separated, equivalent within the margin,"
+        + (
+            " t-test per row on the variance pooled over the table's rows, corrected over them);"
+            if test == "pooled"
+            else " Welch t-test per row, each side's own variance, corrected over them);"
+        )
+        + " Stopped: the row's seeds and why it stopped (separated, equivalent within the margin,"
         " not separable within max, futile, left by the budget, or open: its round not"
         " finished). The fixed-n tests are not shown: repeated looks invalidate them.",
     ]
@@ -235,7 +239,7 @@ def notes(table: Table1, fmt: str = "md", *, general: bool = True, own: bool = T
             + " The corrected test, not the CI of Δ, decides the mark.",
         ]
         if table.adaptive:  # Δ, its interval and the mark are the adaptive design's
-            out[1:] = _adaptive_notes(ref)
+            out[1:] = _adaptive_notes(ref, table.test)
     rule = _highlight_note(table, fmt)
     if rule:
         out.insert(1, rule)

@@ -9,9 +9,15 @@ its per-seed scores (a run's average over benchmarks, shape ``(n,)``) and the re
 **The rule** (a group-sequential t-test per row, Jennison & Turnbull, *Group Sequential Methods
 with Applications to Clinical Trials*, 2000):
 
-1. ``Δ̂ = x̄ - ȳ``, ``se = s sqrt(1/n + 1/m)``, ``s²`` the within-cell variance pooled over the
-   table's rows (as Table 1's default test, :func:`gppo.analysis.stats.pooled_variance`), on
-   ``df = Σ_g (n_g - 1)`` degrees of freedom; ``T = Δ̂ / se``.
+1. ``Δ̂ = x̄ - ȳ``, ``T = Δ̂ / se``. With Welch's test (``Design.test = "welch"``, the
+   default, as Table 1's; issue 58): ``se² = s_x²/n + s_y²/m``, each side's own variance, on
+   Welch-Satterthwaite's ``df = se⁴ / ((s_x²/n)²/(n-1) + (s_y²/m)²/(m-1))`` (Welch, Biometrika
+   34, 1947; Satterthwaite, Biometrics Bull. 2, 1946): no row borrows the reference's or another
+   row's variance, so a noisier reference or one erratic row does not inflate the error. With
+   the pooled test (``"pooled"``): ``se = s sqrt(1/n + 1/m)``, ``s²`` the within-cell variance
+   pooled over the table's rows (:func:`gppo.analysis.stats.pooled_variance`), on
+   ``df = Σ_g (n_g - 1)``: more power at 2-3 seeds, valid only where every cell's seeds scatter
+   alike (``benchmarks/error_rate.py`` measures both).
 2. The look's information fraction is ``t = n_eff / max``, ``n_eff = 2nm / (n + m)``; the planned
    looks are at ``min, min + batch, ..., max`` seeds. The bounds ``c_j`` spend the row's level
    ``α_r`` over the looks with Kim & DeMets's power function ``α t^4`` (or Lan-DeMets's
@@ -29,8 +35,10 @@ with Applications to Clinical Trials*, 2000):
    ``df`` usable (17 rows and the reference at 2 seeds: df = 18, error under α); a pool with
    under 10 df at the first look spends a smaller α instead (4.5% for that pair), calibrated by a
    seeded simulation of its null t statistics (:func:`gppo.analysis.spending.t_calibrated_alpha`).
-   The benchmark (``benchmarks/sim_adaptive_seeds.py``) measures the joint error, a lone pair
-   included.
+   Welch's test calibrates every row as such a lone pair (``groups`` = 2: with equal seeds on
+   both sides the pooled t of a pair is Welch's t, on at least Welch's df, so the calibration
+   errs on the safe side). The benchmarks (``benchmarks/sim_adaptive_seeds.py``,
+   ``benchmarks/error_rate.py``) measure the joint error, a lone pair included.
 4. **Correction over the table's rows**, K the rows compared (``Design.rows``, e.g. with the base
    model's row decided outside this rule): Holm's step-down in the group-sequential form of
    Maurer & Bretz (Stat. Biopharm. Res. 5, 2013), the default: a separated row passes its level
@@ -52,13 +60,14 @@ with Applications to Clinical Trials*, 2000):
 7. Rows the cell-equivalence criterion runs on the reference's own runs (``same_runs``: chi2/mc =
    tv/mc) are equivalent at once, Δ = 0 exactly, and get no seeds of their own.
 
-**Guarantees.** With normal per-seed scores of equal variance in every cell: the probability of
+**Guarantees.** With normal per-seed scores (of equal variance in every cell for the pooled
+test; any variances for Welch's, up to its approximation): the probability of
 any wrong separation (a row separated whose mean equals the reference's), over all rows and looks,
 is at most α (up to the t approximation of 3., which the benchmark measures); with Bonferroni, the
 same holds for any wrong separation or wrong equivalence together (with Holm, wrong equivalences
-are held at α on their own). **Not guaranteed:** the error
-with unequal seed variances (the pooled ``s`` then misstates a row's se) or with heavy tails at
-2-3 seeds, nor any power: futility and the spread of α over looks cost power against a fixed
+are held at α on their own). **Not guaranteed:** the pooled test's error
+with unequal seed variances (the pooled ``s`` then misstates a row's se: 19% for a reference
+with twice the rows' sd), the error with heavy tails at 2-3 seeds, nor any power: futility and the spread of α over looks cost power against a fixed
 sweep at ``max`` seeds (the benchmark measures how much).
 
 **Why not an anytime-valid method** (confidence sequences, e-processes: the ``confseq``,
@@ -83,7 +92,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from gppo.analysis import spending
-from gppo.analysis.stats import ALPHA, pooled_variance
+from gppo.analysis.stats import ALPHA, DEFAULT_TEST, TESTS, pooled_variance
 
 CONTINUE, SEPARATED, EQUIVALENT, FUTILE = 0, 1, 2, 3
 #: status code -> the word reports use
@@ -103,7 +112,8 @@ class Design:
     """The adaptive design of one table: ``seeds: {min, max}``, the batch per round, ``α``, the
     equivalence margin in points (None: no equivalence decisions), the size of the correction's
     family (``rows``; None: the rows given to :func:`decide`), the correction, the futility
-    threshold and the spending function (:data:`gppo.analysis.spending.SPENDING`). Bad values
+    threshold, the spending function (:data:`gppo.analysis.spending.SPENDING`) and the test
+    (``welch``, the default, or ``pooled``: :data:`gppo.analysis.stats.TESTS`). Bad values
     raise ``ValueError`` in one line naming the field."""
 
     min_seeds: int = 2
@@ -115,6 +125,7 @@ class Design:
     correction: str = "holm"
     futility: float = FUTILITY
     spending: str = "power"
+    test: str = DEFAULT_TEST
 
     def __post_init__(self) -> None:
         checks = [
@@ -131,6 +142,7 @@ class Design:
                 self.spending in spending.SPENDING,
                 f"one of {', '.join(spending.SPENDING)}",
             ),
+            ("test", self.test in TESTS, f"one of {', '.join(TESTS)}"),
         ]
         for name, ok, allowed in checks:
             if not ok:
@@ -183,23 +195,48 @@ def decide_batch(
     n: npt.ArrayLike,
     m: npt.ArrayLike,
     s2: npt.ArrayLike,
-    df: npt.ArrayLike,
+    df: npt.ArrayLike | None,
     status: npt.ArrayLike,
     design: Design,
     family: int | None = None,
     groups: int | None = None,
+    ref_s2: npt.ArrayLike | None = None,
 ) -> Batch:
     """One look of the rule (module docstring) for S tables of K rows at once.
 
     ``delta`` (S, K): each row's ``x̄ - ȳ``; ``n`` (S, K) and ``m`` (S,): seeds of the rows and
-    of the reference; ``s2``, ``df`` (S,): the pooled variance and its degrees of freedom;
-    ``status`` (S, K): the codes so far (decided rows keep theirs). ``family``: K of the
-    correction (default ``design.rows``, else K); ``groups``: the groups of the pooled variance
-    (default K + 1), for the small-df calibration of the levels.
+    of the reference; ``status`` (S, K): the codes so far (decided rows keep theirs);
+    ``family``: K of the correction (default ``design.rows``, else K).
+
+    The pooled test (``ref_s2`` None): ``s2``, ``df`` (S,) the pooled variance and its degrees
+    of freedom, ``se = s sqrt(1/n + 1/m)``; ``groups``: the groups of the pool (default K + 1),
+    for the small-df calibration of the levels. Welch's test (``ref_s2`` (S,) the reference's
+    own variance): ``s2`` (S, K) each row's own variance, ``se² = s_x²/n + s_y²/m`` on
+    Welch-Satterthwaite's ``df = se⁴ / ((s_x²/n)²/(n-1) + (s_y²/m)²/(m-1))`` (``df`` ignored),
+    the levels calibrated as for a lone pair (``groups`` = 2: the pooled t of a pair with equal
+    seeds is Welch's t on at least Welch's df, so the calibration errs on the safe side).
     """
     delta, n = np.asarray(delta, float), np.asarray(n, float)
-    m, s2, df = (np.asarray(a, float)[:, None] for a in (m, s2, df))
     S, K = delta.shape
+    m = np.asarray(m, float)[:, None]
+    welch = ref_s2 is not None
+    if welch:
+        vx = np.broadcast_to(np.asarray(s2, float), (S, K))
+        vy = np.asarray(ref_s2, float)[:, None]
+        a, b = vx / n, vy / m
+        with np.errstate(divide="ignore", invalid="ignore"):
+            dfs = (a + b) ** 2 / (a**2 / np.maximum(n - 1, 1) + b**2 / np.maximum(m - 1, 1))
+        dfs = np.where(np.isfinite(dfs), dfs, 0.0)
+        # the df the row will have at max seeds on both sides (its variances as now)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            df_max = (vx + vy) ** 2 / (vx**2 + vy**2) * (design.max_seeds - 1)
+        df_max = np.where(np.isfinite(df_max), df_max, design.max_seeds - 1)
+        pool = 2
+    else:
+        vx = vy = np.asarray(s2, float)[:, None]
+        dfs = np.broadcast_to(np.asarray(df, float)[:, None], (S, K))
+        df_max = None
+        pool = groups or K + 1
     fam = family or design.rows or K
     n_eff = 2 * n * m / (n + m)
     new = np.array(status, dtype=int, copy=True)
@@ -207,15 +244,14 @@ def decide_batch(
     # decided rows keep their status and their interval of the look they stopped at (nan here)
     look_at = np.where(open_, np.round(n_eff, 9), design.max_seeds)
     uniq, inv = np.unique(look_at, return_inverse=True)
-    pool = groups or K + 1
     table = np.stack([_thresholds(design, fam, u, pool) for u in uniq])  # (U, fam + 1)
     inv = inv.reshape(S, K)
-    se = np.sqrt(s2 * (1 / n + 1 / m))
-    ok = (se > 0) & (df > 0)
+    se = np.sqrt(vx / n + vy / m)
+    ok = (se > 0) & (dfs > 0)
     with np.errstate(divide="ignore", invalid="ignore"):
         t = np.where(ok, delta / np.where(ok, se, 1), 0.0)
-    p = np.where(ok, 2 * stats.t.sf(np.abs(t), np.maximum(df, 1)), 1.0)
-    q = stats.t.isf(table[inv, fam] / 2, np.maximum(df, 1))
+    p = np.where(ok, 2 * stats.t.sf(np.abs(t), np.maximum(dfs, 1e-9)), 1.0)
+    q = stats.t.isf(table[inv, fam] / 2, np.maximum(dfs, 1e-9))
     lo = np.where(open_, np.where(ok, delta - q * se, -np.inf), np.nan)
     hi = np.where(open_, np.where(ok, delta + q * se, np.inf), np.nan)
     # separations: Holm's step-down over the open rows (Bonferroni: every L gives α / K)
@@ -237,41 +273,45 @@ def decide_batch(
     open_ &= ~at_max
     power = np.full((S, K), np.nan)
     if design.futility > 0 and open_.any():
-        power = _predictive(delta, se, s2, df, open_, design, fam, r0, new)
-        eq = _predictive_equivalence(delta, se, s2, df, design, fam)
+        se_max = np.sqrt((vx + vy) / design.max_seeds)
+        if df_max is None:  # the pooled df if the open rows and the reference run to max
+            open_count = (new == CONTINUE).sum(axis=1, keepdims=True)
+            df_max = np.maximum(dfs, 1) + open_count * design.max_seeds
+        power = _predictive(delta, se, se_max, df_max, open_, design, fam, r0)
+        eq = _predictive_equivalence(delta, se, se_max, df_max, design, fam)
         new[open_ & (power < design.futility) & (eq < design.futility)] = FUTILE
     return Batch(new, lo, hi, t, power)
 
 
-def _final_quantile(s2, df, open_count, design: Design, level: np.ndarray) -> np.ndarray:
-    """The t quantile of the last planned look's bound at ``level`` (S, 1), on the df the
-    table will have then if the open rows and the reference run to max."""
+def _final_quantile(df_max: np.ndarray, design: Design, level: np.ndarray) -> np.ndarray:
+    """The t quantile of the last planned look's bound at ``level`` (S, 1), on the degrees of
+    freedom ``df_max`` (S, K) the comparison will have at max seeds."""
     fractions = spending.look_fractions(design.looks, design.max_seeds)
     nominal = np.vectorize(
         lambda a: spending.nominal_levels(float(a), fractions, True, design.spending)[-1]
     )(level)
-    return stats.t.isf(nominal / 2, np.maximum(df, 1) + open_count * design.max_seeds)
+    return stats.t.isf(nominal / 2, df_max)
 
 
-def _predictive(delta, se, s2, df, open_, design: Design, fam, r0, status) -> np.ndarray:
+def _predictive(delta, se, se_max, df_max, open_, design: Design, fam, r0) -> np.ndarray:
     """Predictive probability (flat prior) that ``|Δ̂|`` at max seeds passes the final bound:
-    ``Δ̂_max ~ N(Δ̂, se² - se_max²)``; nan where the row is not open."""
-    se_max = np.sqrt(s2 * 2 / design.max_seeds)
-    open_count = (status == CONTINUE).sum(axis=1, keepdims=True)
+    ``Δ̂_max ~ N(Δ̂, se² - se_max²)``, ``se_max`` the standard error at max seeds on both sides
+    with the variances as now; nan where the row is not open."""
     level = design.alpha / (np.maximum(fam - r0, 1) if design.correction == "holm" else fam)
-    crit = _final_quantile(s2, df, open_count, design, np.broadcast_to(level, s2.shape)) * se_max
+    level = np.broadcast_to(level, (delta.shape[0], 1))
+    crit = _final_quantile(df_max, design, level) * se_max
     sd = np.sqrt(np.maximum(se**2 - se_max**2, 1e-12))
     pp = stats.norm.sf((crit - delta) / sd) + stats.norm.cdf((-crit - delta) / sd)
     return np.where(open_, pp, np.nan)
 
 
-def _predictive_equivalence(delta, se, s2, df, design: Design, fam) -> np.ndarray:
+def _predictive_equivalence(delta, se, se_max, df_max, design: Design, fam) -> np.ndarray:
     """Predictive probability that the interval at max lies inside ``(-margin, margin)``; 0
     without a margin or where the interval at max is wider than the margin."""
     if design.margin is None:
         return np.zeros_like(delta)
-    se_max = np.sqrt(s2 * 2 / design.max_seeds)
-    half = _final_quantile(s2, df, 0, design, np.full(s2.shape, design.alpha / fam)) * se_max
+    level = np.full((delta.shape[0], 1), design.alpha / fam)
+    half = _final_quantile(df_max, design, level) * se_max
     room = np.maximum(design.margin - half, 0)
     sd = np.sqrt(np.maximum(se**2 - se_max**2, 1e-12))
     return np.where(
@@ -346,9 +386,6 @@ def decide(
     groups = [np.asarray(rows[k], float) for k in names]
     if ref.size < 2 or any(g.size < 2 for g in groups):
         raise ValueError("every row and the reference need at least 2 seeds (seeds.min >= 2)")
-    s2, df = pooled_variance(
-        [list(reference), *(list(rows[k]) for k in names if k not in same_runs)]
-    )
     codes = {v: k for k, v in STATUS_NAMES.items()}
     bad = sorted({v for v in decided.values() if v not in codes or v == "continue"})
     if bad:
@@ -361,8 +398,19 @@ def decide(
             status[0, i] = EQUIVALENT
     delta = np.array([[g.mean() - ref.mean() for g in groups]])
     n = np.array([[g.size for g in groups]])
-    pool = 1 + sum(k not in same_runs for k in names)
-    out = decide_batch(delta, n, [ref.size], [s2 if df else 0.0], [df], status, design, None, pool)
+    if design.test == "welch":  # each row's own variance and the reference's
+        own = np.array([[g.var(ddof=1) for g in groups]])
+        out = decide_batch(
+            delta, n, [ref.size], own, None, status, design, ref_s2=[ref.var(ddof=1)]
+        )
+    else:
+        s2, df = pooled_variance(
+            [list(reference), *(list(rows[k]) for k in names if k not in same_runs)]
+        )
+        pool = 1 + sum(k not in same_runs for k in names)
+        out = decide_batch(
+            delta, n, [ref.size], [s2 if df else 0.0], [df], status, design, None, pool
+        )
     result, nxt = {}, {}
     later = [c for c in design.looks if c > ref.size]
     target = later[0] if later else design.max_seeds

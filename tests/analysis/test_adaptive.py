@@ -17,8 +17,12 @@ QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
 EFFECTS = {"sapo": -12.0, "clip_cov": -15.0, "kl/binary": 6.0}
 
 
-def plan_of(tmp_path: Path, seeds: str = "{min: 2, max: 6}", extra: str = ""):
-    text = QUICKSTART.read_text().replace("seeds: 3\n", f"seeds: {seeds}\n{extra}")
+def plan_of(tmp_path: Path, seeds: str = "{min: 2, max: 6}", extra: str = "", test: str = "pooled"):
+    """The quick start at adaptive ``seeds``; the rounds' mechanics are tested with the pooled
+    test (its power at 2 seeds; Welch's, the default, needs more seeds: test_welch_...)."""
+    text = QUICKSTART.read_text().replace(
+        "seeds: 3\n", f"seeds: {seeds}\n{extra}analysis: {{test: {test}}}\n"
+    )
     path = tmp_path / "grid.yaml"
     path.write_text(text + f'tracking: {{uri: "sqlite:///{tmp_path}/mlflow.db"}}\n')
     return load_plan(path)
@@ -113,6 +117,19 @@ def test_each_axis_point_is_its_own_table(tmp_path):
     stops = rounds.stops(run_rounds(rounds, everything))
     assert stops[0]["sapo"].status == "separated" and stops[0]["sapo"].seeds == 2
     assert stops[1]["sapo"].status != "separated"
+
+
+def test_welch_the_default_holds_a_clear_row_until_its_variance_is_known(tmp_path):
+    """The spec's analysis.test is the rule's: Welch's test (the default) does not separate a
+    row 12-15 points off at 2 seeds a side (each side's own variance on about 1-2 df), but does
+    by max; the pooled test separates it at once (tests above)."""
+    plan = plan_of(tmp_path, test="welch")
+    rounds = Rounds.of_plan(plan)
+    assert rounds.design.test == "welch"
+    stops = rounds.stops(run_rounds(rounds, draw(plan, 0)))[0]
+    for row in ("sapo", "clip_cov"):
+        assert stops[row].status == "separated" and stops[row].seeds > 2, stops[row]
+    assert Rounds.of_plan(plan_of(tmp_path, test="pooled")).design.test == "pooled"
 
 
 def test_first_moves_the_design_onto_other_seeds(tmp_path):

@@ -3,14 +3,20 @@ bounds, properties of the rule (hypothesis), and the A/A error by simulation."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats
 
 from gppo.analysis import spending
 from gppo.analysis.sequential import SEPARATED, Design, decide
-from gppo.analysis.sequential_sim import normal_noise, simulate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from sequential_sim import normal_noise, simulate  # a benchmark tool, not installed
 
 FAST = settings(max_examples=40, deadline=None)
 score = st.floats(30, 60, allow_nan=False).map(lambda v: round(v, 2))
@@ -163,7 +169,7 @@ def test_open_rows_and_the_reference_get_the_next_batch_decided_rows_none():
     ref = [44.0, 46.0]
     others = {f"o{i}": [44.0 + i / 4, 46.0 - i / 8] for i in range(8)}  # pool df 11 at 2 seeds
     rows = {"far": [20.0, 21.0], "near": [45.0, 44.0], "chi2/mc": ref, **others}
-    design = Design(2, 8, 2)
+    design = Design(2, 8, 2, test="pooled")
     out = decide(rows, ref, design, same_runs={"chi2/mc"})
     assert out.rows["chi2/mc"].status == "equivalent" and out.rows["chi2/mc"].interval == (0.0, 0.0)
     assert out.rows["far"].status == "separated"
@@ -178,19 +184,53 @@ def test_open_rows_and_the_reference_get_the_next_batch_decided_rows_none():
     assert later.done and later.reference_next == 0
 
 
-def test_aa_error_is_held_in_simulated_sweeps():
+@pytest.mark.parametrize("test", ["welch", "pooled"])
+def test_aa_error_is_held_in_simulated_sweeps(test):
     """A/A, 17 rows and a lone pair (df 2 at the first look): any wrong separation in at most
     α of the sweeps, up to 3 binomial standard errors."""
-    design = Design(2, 8, 1)
+    design = Design(2, 8, 1, test=test)
     for rows, sweeps in ((17, 600), (1, 2000)):
         r = simulate(np.zeros(rows), design, sweeps, np.random.default_rng(rows), normal_noise(2.0))
         err = (r.status == SEPARATED).any(axis=1).mean()
         assert err <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / sweeps)
 
 
+def test_welch_holds_the_error_where_the_reference_is_noisier_and_pooling_does_not():
+    """Issue 58's case: the reference's seed sd 4, the rows' 2, 17 rows, every Δ 0: the pooled
+    rule separates some row in about 19% of the sweeps, Welch's (the default) in at most α."""
+    effects = np.zeros(17)
+    out = {}
+    for test in ("welch", "pooled"):
+        r = simulate(effects, Design(2, 8, 1, test=test), 1000, np.random.default_rng(58),
+                     normal_noise(2.0), ref_noise=normal_noise(4.0))  # fmt: skip
+        out[test] = (r.status == SEPARATED).any(axis=1).mean()
+    assert out["welch"] <= 0.05 + 3 * np.sqrt(0.05 * 0.95 / 1000)
+    assert out["pooled"] > 0.12
+
+
+@FAST
+@given(seeds, seeds, st.floats(1, 50))
+def test_welch_a_row_does_not_borrow_another_rows_variance(ref, row, spread):
+    """Welch's rule: a row's t statistic is scipy's Welch t of its seeds against the
+    reference's, and its interval does not move when another row's seeds spread more."""
+    quiet = [45.0, 45.5, 44.5]
+    noisy = [45.0, 45.0 + spread, 45.0 - spread]
+    design = Design(3, 8, 1, test="welch", correction="bonferroni")
+    a = decide({"x": row, "o": quiet}, ref, design).rows["x"]
+    b = decide({"x": row, "o": noisy}, ref, design).rows["x"]
+    assert a.interval == b.interval
+    if a.interval is not None:
+        welch = stats.ttest_ind(row, ref, equal_var=False)
+        centre = (a.interval[0] + a.interval[1]) / 2
+        assert centre == pytest.approx(np.mean(row) - np.mean(ref))
+        if a.status == "separated":  # a level at most α / 2 (2 rows, Bonferroni)
+            assert welch.pvalue <= 0.025 + 1e-9
+
+
 def test_clear_effects_are_separated_early_and_grid_rows_stop_before_max():
     effects = [-12.0, -8.0, 0.5, -0.5, 0.0]
-    r = simulate(effects, Design(2, 8, 1), 300, np.random.default_rng(3), normal_noise(2.0))
+    design = Design(2, 8, 1, test="pooled")
+    r = simulate(effects, design, 300, np.random.default_rng(3), normal_noise(2.0))
     sep = (r.status == SEPARATED).mean(axis=0)
     assert sep[0] == 1.0 and sep[1] > 0.95
     assert r.n[:, 0].mean() < 4  # -12 points (6 se at 2 seeds) needs few seeds
