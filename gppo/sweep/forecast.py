@@ -18,7 +18,8 @@ The interval of a total of N runs from n comparable runs of mean m and spread s 
 prediction interval of a sum, ``N m ± t(n-1) s sqrt(N + N²/n)`` (95 %); with fewer than two runs,
 or from the pre-flight, ``± PREFLIGHT_SPREAD`` of the forecast (the accuracy the benchmark
 ``benchmarks/bench_forecast.py`` holds it to). Wall time at concurrency c: the runs' seconds / c,
-at least the longest run.
+at least the longest run; its interval's ends likewise at least that run's own, so the forecast
+lies inside its interval.
 """
 
 from __future__ import annotations
@@ -123,11 +124,19 @@ class Forecast:
         return est, lo, hi
 
     def wall_s(self, ids: Sequence[str] | None = None) -> tuple[float, float, float]:
-        """(forecast, low, high) wall seconds of the cells ``ids`` at the spec's concurrency."""
+        """(forecast, low, high) wall seconds of the cells ``ids`` at the spec's concurrency: the
+        runs' seconds / concurrency, each at least the longest run's own (its forecast, low,
+        high), so the forecast always lies inside its interval (one run left at
+        max_concurrent=2 takes a whole run, not half of one)."""
         est, lo, hi = self.total(ids)
-        longest = max((c.source.mean_s for c in self.of(ids) if c.known and c.runs), default=0.0)
+        runs = [c.source for c in self.of(ids) if c.known and c.runs]
+        one = [(s.mean_s, *s.interval(1)) for s in runs]  # (forecast, low, high) of one run
         c = self.concurrency
-        return (max(est.wall_s / c, longest), max(lo.wall_s / c, 0.0), hi.wall_s / c)
+        return (
+            max(est.wall_s / c, max((m for m, _, _ in one), default=0.0)),
+            max(lo.wall_s / c, max((a for _, a, _ in one), default=0.0)),
+            max(hi.wall_s / c, max((b for _, _, b in one), default=0.0)),
+        )
 
     @property
     def sources(self) -> list[Source]:
