@@ -18,6 +18,7 @@ from typing import Annotated, Any
 
 import typer
 
+from gppo.cli.args import OverridesArg, only_overrides, positionals
 from gppo.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, fail, one_line_errors
 
 app = typer.Typer(
@@ -57,10 +58,11 @@ def add_group(sub: typer.Typer, name: str) -> None:
     app.add_typer(sub, name=name)
 
 
-def _plan(spec: Path):
+def _plan(spec: Path, overrides: list[str] | None = None):
+    """The spec's plan, edited by the command line's ``KEY=VALUE`` overrides."""
     from gppo.grid import load_plan
 
-    return load_plan(spec)
+    return load_plan(spec, overrides or ())
 
 
 def _console():
@@ -78,13 +80,25 @@ def _console():
 @command()
 def plan(
     spec: SpecArg,
+    overrides: OverridesArg = None,
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON list of cells")] = False,
+    resolved: Annotated[
+        bool,
+        typer.Option(
+            "--resolved",
+            help="print the spec as it runs, as YAML: the overrides applied, every default "
+            "filled in (a file that plans the same)",
+        ),
+    ] = False,
 ) -> None:
     """Show the cells of a spec: coordinates, δ, proximal region at μ = 0.01/0.1/0.5/0.9, seed, and
     each cell's exact job command."""
     from gppo.grid.load import plan_rows
 
-    p = _plan(spec)
+    p = _plan(spec, only_overrides(overrides))
+    if resolved:
+        _print_resolved(p)
+        return
     from gppo.sweep.budget import check_budget
     from gppo.sweep.forecast import forecast
 
@@ -119,6 +133,19 @@ def plan(
 
     for line in plan_lines(p, fc):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    if p.overrides:
+        console.print(f"overrides: {shlex.join(p.overrides)}", markup=False, highlight=False)
+
+
+def _print_resolved(p: Any) -> None:
+    """``plan --resolved``: the spec in its YAML shape, every default filled in."""
+    import yaml
+
+    from gppo.grid.load import spec_resolved
+
+    head = f"# {p.source}" + (f" with {shlex.join(p.overrides)}" if p.overrides else "")
+    text = yaml.safe_dump(spec_resolved(p.spec), sort_keys=False, allow_unicode=True)
+    sys.stdout.write(f"{head}, resolved (sweep {p.sweep_id})\n{text}")
 
 
 def _plan_table(rows: list[dict[str, Any]], axes: list[str], title: str, *, full: bool) -> Any:
@@ -159,6 +186,7 @@ def _plan_table(rows: list[dict[str, Any]], axes: list[str], title: str, *, full
 @command()
 def check(
     spec: SpecArg,
+    overrides: OverridesArg = None,
     train_step: Annotated[
         bool,
         typer.Option(
@@ -175,7 +203,7 @@ def check(
 
     from gppo.backends.base import get_backend
 
-    p = _plan(spec)
+    p = _plan(spec, only_overrides(overrides))
     start = time.monotonic()
     backend = get_backend(p.spec.backend)
     backend.check_options(str(spec), train_step=train_step)
@@ -190,16 +218,22 @@ def check(
 @command()
 def launch(
     spec: SpecArg,
+    overrides: OverridesArg = None,
     address: AddressOpt = None,
     max_concurrent: Annotated[
-        int | None, typer.Option("--max-concurrent", min=1, help="override ray.max_concurrent")
+        int | None,
+        typer.Option(
+            "--max-concurrent",
+            min=1,
+            help="override ray.max_concurrent (wins over ray.max_concurrent=N)",
+        ),
     ] = None,
     detach: Annotated[
         bool, typer.Option("--detach", help="on Ctrl-C, leave running jobs running")
     ] = False,
 ) -> None:
     """Run every unfinished cell as a Ray job (resumes: finished cells are skipped)."""
-    p = _plan(spec)
+    p = _plan(spec, only_overrides(overrides))
     from gppo.analysis.adaptive import Rounds
     from gppo.analysis.report import after_sweep
     from gppo.store.state import State
@@ -252,7 +286,8 @@ def launch(
         if getattr(result.report, "page", None) is not None:
             console.print(f"report page (one HTML file): {result.report.page}", markup=False)
     if result.count(State.DONE):
-        console.print(f"compare the runs in the MLflow UI: gppo-sweep ui {spec}", markup=False)
+        again = shlex.join([str(spec), *p.overrides])
+        console.print(f"compare the runs in the MLflow UI: gppo-sweep ui {again}", markup=False)
     if result.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
     if not result.ok:
@@ -262,13 +297,14 @@ def launch(
 @command()
 def status(
     spec: SpecArg,
+    overrides: OverridesArg = None,
     address: AddressOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Per cell: state, attempt, step, latest train score, final eval, run id; with adaptive
     seeds the cells the rounds did not need are ``unneeded`` and each row that has stopped says
     why (``kl/atomic: separated at 4 seeds, Δ -3.1 [-5.9, -0.4]``)."""
-    p = _plan(spec)
+    p = _plan(spec, only_overrides(overrides))
     from gppo.sweep.control import sweep_status
 
     rounds = None
@@ -308,12 +344,20 @@ def status(
 @command()
 def logs(
     spec: SpecArg,
-    cell: Annotated[str, typer.Argument(help="cell id, e.g. kl-atomic-s0")],
+    args: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="CELL [KEY=VALUE]...",
+            help="cell id, e.g. kl-atomic-s0; then spec overrides as for launch",
+            show_default=False,
+        ),
+    ],
     address: AddressOpt = None,
     follow: Annotated[bool, typer.Option("--follow", "-f")] = False,
 ) -> None:
     """Print the job log of a cell's latest attempt."""
-    p = _plan(spec)
+    (cell,), overrides = positionals(args, ("CELL",), required=1)
+    p = _plan(spec, overrides)
     from gppo.sweep.control import cell_logs
 
     for chunk in cell_logs(p, cell, address=address, follow=follow):
@@ -324,11 +368,20 @@ def logs(
 @command()
 def cancel(
     spec: SpecArg,
-    cell: Annotated[str | None, typer.Argument(help="only this cell")] = None,
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[CELL] [KEY=VALUE]...",
+            help="only this cell; then spec overrides as for launch",
+            show_default=False,
+        ),
+    ] = None,
     address: AddressOpt = None,
 ) -> None:
     """Stop the sweep's running jobs (or one cell's); without CELL also stop its local Ray head."""
-    p = _plan(spec)
+    cells, overrides = positionals(args, ("[CELL]",))
+    cell = cells[0] if cells else None
+    p = _plan(spec, overrides)
     from gppo.sweep.control import cancel as do_cancel
 
     stopped = do_cancel(p, cell, address=address)
@@ -338,6 +391,7 @@ def cancel(
 @command()
 def ui(
     spec: SpecArg,
+    overrides: OverridesArg = None,
     host: Annotated[str, typer.Option(help="bind address (loopback by default)")] = "127.0.0.1",
     port: Annotated[int, typer.Option()] = 5000,
     open_browser: Annotated[
@@ -351,7 +405,7 @@ def ui(
     from gppo.store.uri import is_tracking_server, resolve_tracking_uri
     from gppo.sweep.ui import ENV_HOME, JOB_EXECUTION, serve, sweep_urls
 
-    p = _plan(spec)
+    p = _plan(spec, only_overrides(overrides))
     uri = resolve_tracking_uri(p.spec.tracking.uri)
     served = not is_tracking_server(uri)  # a tracking server serves its own UI
     shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
@@ -392,14 +446,18 @@ def ui(
 
 
 def _register_other_packages() -> None:
-    """The commands that live beside the library they drive (report, regions, tune, data)."""
+    """The commands that live beside the library they drive (report, regions, tune, schema,
+    init, data)."""
     from gppo.cli.data import data_app
     from gppo.cli.report import regions, report
+    from gppo.cli.specs import init, schema
     from gppo.cli.tune import tune
 
     add_command(report)
     add_command(regions)
     add_command(tune)
+    add_command(schema)
+    add_command(init)
     add_group(data_app, "data")
 
 

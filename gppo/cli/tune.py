@@ -12,11 +12,13 @@ from typing import Annotated, Any
 
 import typer
 
+from gppo.cli.args import OverridesArg, only_overrides
 from gppo.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, fail
 
 
 def tune(
     spec: Annotated[Path, typer.Argument(help="tuning spec (YAML)", show_default=False)],
+    overrides: OverridesArg = None,
     report: Annotated[
         bool,
         typer.Option("--report", help="only write the report of the study so far; run nothing"),
@@ -50,20 +52,22 @@ def tune(
     """
     from rich.console import Console
 
+    from gppo.grid.overrides import attributed, resolve
     from gppo.sweep.tuning import load_tune_spec, report_dir, write_report
     from gppo.sweep.tuning.cells import check_spec
     from gppo.sweep.tuning.percell import cell_specs
     from gppo.sweep.tuning.report import write_cell_report
-    from gppo.sweep.tuning.spec import with_overrides
+    from gppo.sweep.tuning.spec import TUNE_FORBIDDEN, TUNE_ROOTS, with_overrides
 
     ts = with_overrides(  # a malformed spec (TuneSpecError) ends as one line, exit 2
-        load_tune_spec(spec),
+        load_tune_spec(spec, only_overrides(overrides)),  # an explicit option wins over one
         address=address,
         n_trials=n_trials,
         n_parallel=n_parallel,
         storage=storage,
     )
-    check_spec(ts)
+    with attributed(resolve(ts.overrides, ts.base, roots=TUNE_ROOTS, forbidden=TUNE_FORBIDDEN)):
+        check_spec(ts)  # the grid base and the space's corners: an override's error names it
     console = Console()
     folder = out or report_dir(ts)
     specs = cell_specs(ts)

@@ -14,14 +14,18 @@ the section as the file writes it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gppo.cell import DEFAULT_BACKEND, Cell
 from gppo.grid.errors import SpecError, from_validation_error
 from gppo.grid.expand import expand, sweep_id
 from gppo.grid.schema import GridSpec
+
+if TYPE_CHECKING:
+    from gppo.grid.overrides import SpecOverride
 
 #: the field of :class:`GridSpec` (and of an override) that holds the backend's own section
 SETTINGS = "settings"
@@ -109,8 +113,15 @@ def spec_to_yaml(spec: GridSpec, *, defaults: bool = False) -> dict[str, Any]:
 parse_spec = spec_from_yaml
 
 
-def load_spec(path: str | Path) -> GridSpec:
-    """Load and validate the spec file at ``path`` (no other I/O)."""
+def load_spec(path: str | Path, overrides: Sequence[str] = ()) -> GridSpec:
+    """Load and validate the spec file at ``path`` (no other I/O), edited by ``overrides``
+    (``KEY=VALUE`` tokens, :mod:`gppo.grid.overrides`) as its file would be."""
+    return _load(path, overrides)[0]
+
+
+def read_yaml(path: str | Path) -> Any:
+    """The spec file at ``path`` parsed (a mapping, unchecked); unreadable, not YAML or empty:
+    one :class:`SpecError` line naming the file."""
     import yaml
 
     file = str(path)
@@ -133,7 +144,23 @@ def load_spec(path: str | Path) -> GridSpec:
         raise SpecError(
             file, "", "the file is empty" + ("" if not text.strip() else " (comments only)")
         )
-    return spec_from_yaml(raw, file)
+    return raw
+
+
+def _load(path: str | Path, overrides: Sequence[str]) -> tuple[GridSpec, list[SpecOverride]]:
+    """The spec at ``path`` with ``overrides`` applied, and the overrides (raises
+    :class:`SpecError`; an error an override causes names that override)."""
+    from gppo.grid.overrides import apply_texts, attributed
+
+    file = str(path)
+    raw = read_yaml(path)
+    applied: list[SpecOverride] = []
+    if overrides:
+        if not isinstance(raw, dict):
+            return spec_from_yaml(raw, file), applied  # the loader's own error
+        raw, applied = apply_texts(raw, overrides)
+    with attributed(applied):
+        return spec_from_yaml(raw, file), applied
 
 
 @dataclass(frozen=True)
@@ -144,6 +171,8 @@ class Plan:
     spec: GridSpec
     sweep_id: str
     cells: tuple[Cell, ...]
+    #: the command line's ``KEY=VALUE`` overrides applied to the file, as typed
+    overrides: tuple[str, ...] = ()
 
     def cell(self, cell_id: str) -> Cell:
         for c in self.cells:
@@ -153,12 +182,32 @@ class Plan:
         raise SpecError(self.source, "", f"no cell {cell_id!r} in this sweep; cells: {known}")
 
 
-def load_plan(path: str | Path) -> Plan:
-    """Load, validate and expand the spec at ``path`` (raises :class:`SpecError`)."""
+def load_plan(path: str | Path, overrides: Sequence[str] = ()) -> Plan:
+    """Load, validate and expand the spec at ``path``, edited by ``overrides`` (``KEY=VALUE``
+    tokens; the plan is the edited file's) (raises :class:`SpecError`)."""
+    from gppo.grid.overrides import attributed, texts_of
+
     source = str(path)
-    spec = load_spec(path)
-    cells = tuple(expand(spec, source))
-    return Plan(source=source, spec=spec, sweep_id=sweep_id(spec), cells=cells)
+    spec, applied = _load(path, overrides)
+    with attributed(applied):
+        cells = tuple(expand(spec, source))
+    return Plan(
+        source=source,
+        spec=spec,
+        sweep_id=sweep_id(spec),
+        cells=cells,
+        overrides=texts_of(applied),
+    )
+
+
+def spec_resolved(spec: GridSpec) -> dict[str, Any]:
+    """``spec`` in its YAML shape with every default filled in, the backend's section with its
+    resolved settings (``plan --resolved``; loading it gives the same plan)."""
+    from gppo.backends.base import get_backend
+
+    settings = get_backend(spec.backend).validate_settings(spec.settings)
+    resolved = spec.model_copy(update={SETTINGS: settings.model_dump(mode="json")})
+    return spec_to_yaml(resolved, defaults=True)
 
 
 def region_preview(cell: Cell, mus: tuple[float, ...] = PREVIEW_MUS) -> list[list[float]] | None:

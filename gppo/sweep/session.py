@@ -18,6 +18,7 @@ config hash):
 
 from __future__ import annotations
 
+import shlex
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -137,7 +138,19 @@ def open_sweep(
         local_head=local_head_for(spec, plan.cells),
         stop_grace_s=spec.retries.kill_grace_s,
     )
+    record_overrides(session, plan)
     return SweepContext(**vars(session), plan=plan)
+
+
+def record_overrides(session: Session, plan: Plan) -> None:
+    """The command line's spec overrides of this launch on the parent run (tag
+    ``gppo.spec_overrides``, as typed; emptied by a launch without any)."""
+    text = shlex.join(plan.overrides)
+    if (
+        text
+        or M.TAG_SPEC_OVERRIDES in session.tracking.client.get_run(session.parent_run_id).data.tags
+    ):
+        session.tracking.set_tags(session.parent_run_id, {M.TAG_SPEC_OVERRIDES: text})
 
 
 def read_sweep(plan: Plan) -> tuple[Tracking, str] | None:

@@ -35,6 +35,7 @@ started before the whole spec (the base grid settings through the grid loader in
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -54,6 +55,7 @@ from gppo.errors import SpecError, TuneSpecError
 from gppo.grid import registries
 from gppo.grid.errors import from_validation_error
 from gppo.grid.load import load_spec
+from gppo.grid.overrides import apply_texts, attributed, texts_of
 from gppo.grid.schema import MAX_CONCURRENT
 
 #: Grid-spec keys a tuning spec may not set: the design space lives in ``tune.space``.
@@ -260,6 +262,8 @@ class TuneSpec(_Strict):
     tune: TuneSection
     base: dict[str, Any]
     file: str = "<spec>"
+    #: the command line's ``KEY=VALUE`` overrides applied to the file, as typed
+    overrides: tuple[str, ...] = ()
 
     @property
     def study_name(self) -> str:
@@ -308,8 +312,10 @@ def parse_tune_spec(raw: Any, file: str = "<spec>") -> TuneSpec:
         raise TuneSpecError(e.file, e.path, e.message) from None
 
 
-def load_tune_spec(path: str | Path) -> TuneSpec:
-    """Read and validate a tuning spec file (structure only; see :func:`check_spec`).
+def load_tune_spec(path: str | Path, overrides: Sequence[str] = ()) -> TuneSpec:
+    """Read and validate a tuning spec file (structure only; see :func:`check_spec`), edited by
+    ``overrides`` (``KEY=VALUE`` tokens of the command line, :mod:`gppo.grid.overrides`: any
+    path of the grid base or of ``tune``) as its file would be.
 
     A file that cannot be read, is not YAML or is empty gets the grid loader's own one-line
     error (:func:`gppo.grid.load.load_spec` raises it), as a :class:`TuneSpecError`."""
@@ -323,7 +329,20 @@ def load_tune_spec(path: str | Path) -> TuneSpec:
         except SpecError as err:
             raise TuneSpecError(err.file, err.path, err.message) from None
         raise TuneSpecError(str(path), "", "the file changed while it was read")
-    return parse_tune_spec(raw, str(path))
+    if not overrides or not isinstance(raw, dict):
+        return parse_tune_spec(raw, str(path))
+    try:
+        raw, applied = apply_texts(raw, overrides, roots=TUNE_ROOTS, forbidden=TUNE_FORBIDDEN)
+    except SpecError as err:
+        raise TuneSpecError(err.file, err.path, err.message) from None
+    with attributed(applied):
+        return parse_tune_spec(raw, str(path)).model_copy(update={"overrides": texts_of(applied)})
+
+
+#: what a tuning spec's overrides may name besides the grid base's paths, and may not
+TUNE_ROOTS: dict[str, Any] = {"tune": TuneSection}
+TUNE_FORBIDDEN = {key: "not allowed in a tuning spec; set tune.space instead" for key in
+                  FORBIDDEN_BASE_KEYS}  # fmt: skip
 
 
 def with_overrides(spec: TuneSpec, *, address: str | None = None, **tune: Any) -> TuneSpec:
