@@ -35,6 +35,7 @@ from gppo.cell import Cell, Resources
 from gppo.grid.load import Plan
 from gppo.grid.sharing import run_groups
 from gppo.store.cost import Hours, Price, cost_key, fmt_hours, hours_of, hours_text, money_text
+from gppo.store.deadline import read_within
 from gppo.store.uri import resolve_tracking_uri, store_exists
 from gppo.sweep.progress_log import fmt_duration
 
@@ -103,6 +104,9 @@ class Forecast:
 
     cells: dict[str, CellForecast] = field(default_factory=dict)
     concurrency: int = 1
+    #: why the store's runs were not read (it did not answer in time, or erred): the forecast
+    #: is the pre-flight's
+    note: str | None = None
 
     def of(self, ids: Sequence[str] | None = None) -> list[CellForecast]:
         return [c for cid, c in self.cells.items() if ids is None or cid in ids]
@@ -158,11 +162,14 @@ def forecast(
     backend = get_backend(plan.spec.backend)
     resources = {c.id: backend.job(c).resources for c in plan.cells}
     keys = {c.id: cost_key(c, resources[c.id], backend.cost_settings(c)) for c in plan.cells}
-    found = (walls or _store_walls)(
-        resolve_tracking_uri(plan.spec.tracking.uri), sorted(set(keys.values()))
-    )
+    uri, wanted = resolve_tracking_uri(plan.spec.tracking.uri), sorted(set(keys.values()))
+    # the store is never needed: one that does not answer within a few seconds is done without
+    found, why = read_within(uri, lambda: (walls or _store_walls)(uri, wanted))
     sources: dict[str, Source] = {}
     out = Forecast(concurrency=plan.spec.ray.max_concurrent)
+    if why is not None:
+        out.note = f"{why}: forecast without it" + (" (from the pre-flight)" if preflight else "")
+    found = found or {}
     for group in run_groups(plan.cells):
         for i, cell in enumerate(group):
             key = keys[cell.id]
@@ -218,17 +225,20 @@ def forecast_lines(fc: Forecast, price: Price | None = None) -> list[str]:
     per group of cells with one cost key, a run's forecast and its source."""
     runs = sum(c.runs for c in fc.cells.values())
     unknown = fc.unknown()
+    notes = [f"forecast: {fc.note}"] if fc.note else []
     if len(unknown) == sum(1 for c in fc.cells.values() if c.runs):
+        store = "the store not read" if fc.note else "no comparable finished runs in the store"
         return [
-            "forecast: none (no comparable finished runs in the store, and the backend times no "
-            "training step here)"
+            *notes,
+            f"forecast: none ({store}, and the backend times no training step here)",
         ]
     est, lo, hi = fc.total()
     money = est.money(price)
     paid = f" = {money_text(money, price)}" if money is not None and price else ""
     lines = [
+        *notes,
         f"forecast: {hours_line(est, lo, hi)}{paid} for {runs - len(unknown)} runs; "
-        + wall_line(fc)
+        + wall_line(fc),
     ]
     groups: dict[str, list[CellForecast]] = {}
     for c in fc.cells.values():
@@ -260,6 +270,7 @@ def status_lines(
     """What ``status`` prints under its table: the spend so far (``paid``, every attempt) and the
     forecast of the cells not yet done (``open_ids``)."""
     lines = [f"spent so far: {hours_text(paid, price)} ({paid.runs} runs)"]
+    lines += [f"forecast: {fc.note}"] if fc.note else []
     todo = [c for c in fc.of(open_ids) if c.runs]
     if not todo:
         return [*lines, "forecast left: nothing (every cell done)"]
