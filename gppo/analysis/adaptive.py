@@ -25,7 +25,7 @@ by ``same runs``.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from gppo.analysis.sequential import CONTINUE, STATUS_NAMES, Design, RowDecision, decide
@@ -108,9 +108,14 @@ class TableRounds:
         self, design: Design, scores: Mapping[str, float]
     ) -> tuple[dict[str, RowStop], set[str], int]:
         """The looks played on ``scores`` (cell id -> points): each row's stop, the cells the
-        round under way needs (and every cell an earlier look used), the looks completed."""
+        round under way needs (and every cell an earlier look used), the looks completed. The
+        correction's family is this table's rows compared with the reference (one axis point;
+        a row on the reference's own runs is none), as Table 1's
+        (:func:`gppo.analysis.table.comparison_family`)."""
         ref = self.cells[self.reference]
         others = [r for r in self.cells if r != self.reference]
+        # the family: this table's rows compared with the reference, each once (Table 1's)
+        design = replace(design, rows=max(len(others) - len(self.same), 1))
         stops: dict[str, RowStop] = {}
         decided: dict[str, str] = {}
         used_n: dict[str, int] = {}

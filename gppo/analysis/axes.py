@@ -6,11 +6,11 @@ axis value is None is not moved by that axis (a baseline under an r_min axis) an
 same runs, at every point of it (the tables say so in their notes).
 
 - :func:`point_tables`: Table 1 at each point (the same statistics as without axes: t CIs, Δ vs
-  the reference at the same point, P(>)), the significance correction taken over every
-  comparison of every point together (one family), not per table.
+  the reference at the same point, P(>)), the significance correction per point and domain
+  (each comparison once; the adaptive rule's family too).
 - :func:`rank_summary`: each cell's rank by Avg. at each point, and the pairs of cells whose
-  order flips between two points where the data separate them at both (Δ's t CI, the pooled
-  variance of Table 1's test, excludes 0 at each), not where it does not.
+  order flips between two points where the data separate them at both (Δ's t CI on the variance
+  of Table 1's test, Welch's or the pooled one, excludes 0 at each), not where it does not.
 - :func:`best_point`: per cell, the value of each ``select`` axis with the best mean
   held-out selection score (``selection``, a split disjoint from the benchmarks), then Table 1
   of those runs: the reported numbers are the benchmarks' only, never the selection's.
@@ -89,31 +89,19 @@ def _still(tidy: pd.DataFrame, axes: list[str]) -> list[str]:
 
 
 def point_tables(tidy: pd.DataFrame, **table_kwargs: Any) -> list[PointTable]:
-    """Table 1 at every axis point (``table_kwargs``: :func:`build_table1`'s), corrected over
-    every comparison of every point as one family."""
+    """Table 1 at every axis point (``table_kwargs``: :func:`build_table1`'s). Each point's
+    table is corrected on its own, per domain (:func:`gppo.analysis.table.comparison_family`:
+    the family of the adaptive rule too, issue 58): a row that no axis moves is one comparison
+    in each point's family, never counted once per point in one family."""
     axes = axis_columns(tidy)
     still = _still(tidy, axes)
     out = [
         PointTable(p, build_table1(at_point(tidy, p), **table_kwargs), still) for p in points(tidy)
     ]
-    recorrect([pt.table for pt in out])
+    if len(out) > 1:  # the † note names the family
+        for pt in out:
+            pt.table.family = "at this axis point"
     return out
-
-
-def recorrect(tables: list[Table1]) -> None:
-    """Adjust the p-values of every tested row of ``tables`` together (their own correction and
-    alpha), so the marks hold over all the comparisons made, not table by table."""
-    if not tables:
-        return
-    rows = [r for t in tables for b in t.blocks for r in b.rows if r.p_value is not None]
-    adjusted = S.adjust([r.p_value for r in rows], tables[0].correction)  # type: ignore[misc]  # p_value: not None
-    for row, p in zip(rows, adjusted, strict=True):
-        row.p_adjusted = float(p)
-        row.significant = bool(p <= tables[0].alpha)
-    if len(tables) > 1:  # the † note names the family
-        family = f"the {len(rows)} rows compared with {tables[0].reference} at every axis point"
-        for table in tables:
-            table.family = family
 
 
 def home_index(tables: list[PointTable], home: dict[str, Any] | None) -> int:
@@ -161,7 +149,8 @@ def rank_summary(tables: list[PointTable]) -> RankSummary:
                     if not x or not y:
                         continue
                     mean = sum(x) / len(x) - sum(y) / len(y)
-                    ci = S.delta_ci(x, y, conf, pools[domain, i])
+                    pool = pools[domain, i] if tables[i].table.test == "pooled" else None
+                    ci = S.delta_ci(x, y, conf, pool)  # the table's test's variance
                     sep = ci is not None and (ci[0] > 0 or ci[1] < 0)
                     signs[i] = (math.copysign(1, mean) if mean else 0, sep)
                 up = [i for i, (s, sep) in signs.items() if s > 0 and sep]

@@ -156,13 +156,22 @@ def frames(table: Table1, block: Block, fmt: str) -> tuple[pd.DataFrame, pd.Data
 
 
 def _compared(table: Table1) -> str:
-    if table.family:
-        return table.family
-    counts = [(b.domain, sum(r.p_value is not None for r in b.rows)) for b in table.blocks]
+    """The † note's family (:func:`gppo.analysis.table.comparison_family`): per domain (and
+    axis point), the trained rows compared with the reference, each comparison once."""
+    counts = [
+        (b.domain, len({id(r) for r in b.rows if r.p_value is not None and r.kind != "base"}))
+        for b in table.blocks
+    ]
+    where = f" {table.family}" if table.family else ""
+    rule = (
+        " (one family per domain and axis point, each comparison counted once: a row that shows"
+        " the same runs as another counts once, one that shows the reference's runs not at all;"
+        " the base model's row is tested on its own)"
+    )
     if len(counts) == 1:
-        return f"the {counts[0][1]} rows compared with {table.reference}"
+        return f"the {counts[0][1]} rows compared with {table.reference}{where}{rule}"
     per = ", ".join(f"{d}: {n}" for d, n in counts)
-    return f"the rows compared with {table.reference} in each domain ({per})"
+    return f"the rows compared with {table.reference} in each domain{where} ({per}){rule}"
 
 
 def _highlight_note(table: Table1, fmt: str) -> str | None:

@@ -234,10 +234,31 @@ def _compare(rows: list[Row], ref: Row, benchmarks: list[str], table: Table1) ->
         row.p_value = p
         row.no_spread = p is None and len(row.seed_avgs) > 1 and len(ref.seed_avgs) > 1
     tested = [r for r in tested if r.p_value is not None]
-    adjusted = S.adjust([r.p_value for r in tested], table.correction)  # type: ignore[misc]  # p_value: not None
-    for row, p in zip(tested, adjusted, strict=True):
-        row.p_adjusted = float(p)
-        row.significant = bool(p <= table.alpha)
+    family = comparison_family(tested, ref)
+    adjusted = S.adjust([f[0].p_value for f in family], table.correction)  # type: ignore[misc]  # p_value: not None
+    for rows_, p in zip(family, adjusted, strict=True):
+        for row in rows_:
+            row.p_adjusted = float(p)
+            row.significant = bool(p <= table.alpha)
+    for row in tested:  # outside the family: the base model, tested on its own
+        if row.p_adjusted is None and row.kind == "base":
+            row.p_adjusted = row.p_value
+            row.significant = bool(row.p_value <= table.alpha)  # type: ignore[operator]  # tested: p_value not None
+
+
+def comparison_family(tested: Sequence[Row], ref: Row) -> list[list[Row]]:
+    """Table 1's correction family of one block (one domain at one axis point), the adaptive
+    rule's too (issue 58): the trained rows compared with the reference, each comparison once.
+    A row that shows the reference's own runs (``chi2/mc`` = ``tv/mc``) is no comparison and
+    is left out; rows that show the same runs as each other are one comparison (one entry, its
+    rows together); the base model's row is not a method compared with the reference and is
+    tested on its own, outside the family."""
+    groups: dict[object, list[Row]] = {}
+    for row in tested:
+        if row.kind == "base" or (ref.shares and row.shares == ref.shares):
+            continue
+        groups.setdefault(_pool_key(row), []).append(row)
+    return list(groups.values())
 
 
 def build_table1(

@@ -57,22 +57,29 @@ def _csv(frame: pd.DataFrame, tmp_path, name="scores.csv"):
     return path
 
 
-def test_a_table_per_point_with_one_correction_over_every_comparison(tmp_path):
+def test_a_table_per_point_with_one_correction_per_point(tmp_path):
+    """One family per axis point and domain (issue 58, the adaptive rule's too): each point's
+    table is exactly the table of its runs alone, its marks corrected over its own rows; a row
+    no axis moves (gspo) is one comparison in each point's family."""
     effect = {(c, r): (0.1 if c == "kl/atomic" else 0.0) for c in CELLS for r in (0.7, 0.8, 0.9)}
     tidy = read_scores_csv(_csv(_tidy(effect), tmp_path))
     tables = point_tables(tidy, reference="tv/mc")
     assert [pt.point for pt in tables] == [{R: 0.7}, {R: 0.8}, {R: 0.9}]
     assert all(pt.still == ["gspo"] for pt in tables)
-    # each point's Table 1 is the one of the runs at that point (gspo's runs at every point)
-    alone = build_table1(at_point(tidy, {R: 0.8}), reference="tv/mc")
-    rows = {r.cell: r for r in tables[1].table.blocks[0].rows}
-    for row in alone.blocks[0].rows:
-        assert rows[row.cell].entries == row.entries and rows[row.cell].p_value == row.p_value
-    # one family: BH over every tested row of the three tables
-    tested = [r for pt in tables for r in pt.table.blocks[0].rows if r.p_value is not None]
-    expected = S.adjust([r.p_value for r in tested], "bh")
-    assert [r.p_adjusted for r in tested] == pytest.approx(list(expected))
-    assert len(tested) == 3 * 3  # kl/atomic, kl/mc and gspo at each point
+    for i, point in enumerate(({R: 0.7}, {R: 0.8}, {R: 0.9})):
+        alone = build_table1(at_point(tidy, point), reference="tv/mc")
+        rows = {r.cell: r for r in tables[i].table.blocks[0].rows}
+        for row in alone.blocks[0].rows:
+            assert rows[row.cell].entries == row.entries
+            assert (rows[row.cell].p_value, rows[row.cell].p_adjusted) == (
+                row.p_value,
+                row.p_adjusted,
+            )
+        tested = [r for r in tables[i].table.blocks[0].rows if r.p_value is not None]
+        assert len(tested) == 3  # kl/atomic, kl/mc and gspo, once each
+        expected = S.adjust([r.p_value for r in tested], "bh")
+        assert [r.p_adjusted for r in tested] == pytest.approx(list(expected))
+        assert tables[i].table.family == "at this axis point"
 
 
 @pytest.mark.slow  # the page reads the git commit (a process)

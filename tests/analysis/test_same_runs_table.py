@@ -71,3 +71,20 @@ def test_the_tidy_csv_keeps_the_marks(tmp_path) -> None:
     _tidy().to_csv(path, index=False)
     rows = {r.cell: r for r in build_table1(read_scores_csv(path)).blocks[0].rows}
     assert rows["chi2/mc"].same_runs == "tv/mc"
+
+
+def test_the_family_counts_each_comparison_once() -> None:
+    """Issue 58: a row on the reference's own runs is no comparison and leaves the family
+    unchanged; the adjusted p-values are the correction over the other rows alone."""
+    from gppo.analysis import stats as S
+
+    for test in ("welch", "pooled"):
+        with_follower = {r.cell: r for r in build_table1(_tidy(), test=test).blocks[0].rows}
+        without = {
+            r.cell: r for r in build_table1(_tidy(with_follower=False), test=test).blocks[0].rows
+        }
+        family = [with_follower[c] for c in ("kl/mc", "hellinger/mc")]
+        expected = S.adjust([r.p_value for r in family], "bh")
+        assert [r.p_adjusted for r in family] == list(expected)
+        for cell in ("kl/mc", "hellinger/mc"):
+            assert with_follower[cell].p_adjusted == without[cell].p_adjusted
