@@ -3,6 +3,7 @@
     gppo-sweep launch configs/exploration.yaml
     python scripts/exploration_report.py configs/exploration.yaml --out docs/img
     python scripts/exploration_report.py configs/exploration-trl.yaml --level 0.1
+    python scripts/exploration_report.py configs/rare-learnable.yaml --runs docs/data/rare-learnable-runs.csv
 
 Prints, as markdown (docs/studies/exploration.md): the gain over the base
 per level, divergence and estimator; Atomic - MC and Binary - MC per level (stratified by
@@ -23,6 +24,7 @@ import pandas as pd
 from mlflow import MlflowClient
 
 from gppo.analysis import exploration_contrasts as C
+from gppo.analysis.vocabulary import EST_NAMES
 from gppo.grid import load_plan
 from gppo.objectives.buckets import MU_BUCKETS
 from gppo.store.records import find_sweep
@@ -36,9 +38,14 @@ def _ci(mean: float, lo: float, hi: float, digits: int = 1, signed: bool = False
 
 
 def gain_markdown(g: pd.DataFrame, bases: dict[float, float]) -> str:
+    """The gain table: a row per level and divergence, a column per estimator. The header and
+    every row's cells come from one list of estimators (:data:`EST_ORDER`, then any other the
+    runs have), so a column's name is always its numbers' estimator."""
+    estimators = [*C.EST_ORDER, *sorted(set(g["estimator"]) - set(C.EST_ORDER))]
+    names = [EST_NAMES.get(e, e) for e in estimators]
     lines = [
-        "| level | base avg@8 | divergence | MC | Atomic | Binary |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| level | base avg@8 | divergence | " + " | ".join(names) + " |",
+        "| --- | --- | --- |" + " --- |" * len(estimators),
     ]
     for (point, div), part in g.groupby(["point", "divergence"], sort=False):
         by = part.set_index("estimator")
@@ -46,7 +53,7 @@ def gain_markdown(g: pd.DataFrame, bases: dict[float, float]) -> str:
             _ci(by.at[e, "mean"], by.at[e, "lo"], by.at[e, "hi"], signed=True)
             if e in by.index
             else "-"
-            for e in C.EST_ORDER
+            for e in estimators
         ]
         lines.append(f"| {point} | {bases[point]:.1f} | {div} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -103,17 +110,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("exploration-report"))
     p.add_argument("--axis", default="local.warmstart_target")
     p.add_argument("--level", type=float, help="the level of a sweep without the axis (TRL's)")
-    a = p.parse_args(argv)
-    plan = load_plan(a.spec)
-    ref = find_sweep(plan.sweep_id, plan.spec.tracking.uri, experiment=plan.spec.experiment)
-    runs = C.runs_frame(
-        MlflowClient(ref.tracking_uri), ref.sweep_id, a.axis, ref.experiment_id, a.level
+    p.add_argument(
+        "--runs",
+        type=Path,
+        help="the per-run CSV an earlier report wrote (docs/data/*-runs.csv): the tables and "
+        "figure from it, without the store",
     )
-    if runs.empty:
-        print(f"{a.spec}: no finished run in sweep {ref.sweep_id} yet", file=sys.stderr)
-        return 1
+    a = p.parse_args(argv)
+    if a.runs is not None:
+        runs = pd.read_csv(a.runs)
+    else:
+        plan = load_plan(a.spec)
+        ref = find_sweep(plan.sweep_id, plan.spec.tracking.uri, experiment=plan.spec.experiment)
+        runs = C.runs_frame(
+            MlflowClient(ref.tracking_uri), ref.sweep_id, a.axis, ref.experiment_id, a.level
+        )
+        if runs.empty:
+            print(f"{a.spec}: no finished run in sweep {ref.sweep_id} yet", file=sys.stderr)
+            return 1
     a.out.mkdir(parents=True, exist_ok=True)
-    runs.to_csv(a.out / "exploration-runs.csv", index=False)
+    if a.runs is None:
+        runs.to_csv(a.out / "exploration-runs.csv", index=False)
     bases = runs.groupby("point")["base"].first().to_dict()
     g = C.gains(runs)
     print(f"## Gain over the base (points, mean [95% t CI], {g['n'].min()}-{g['n'].max()} seeds)\n")
@@ -128,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     print(mechanism_markdown(C.mechanism(runs)))
     fig = C.dose_response_figure(g, a.axis, bases)
     fig.savefig(a.out / "exploration-dose-response.png", dpi=120)
-    print(f"\nwrote {a.out / 'exploration-dose-response.png'} and {a.out / 'exploration-runs.csv'}")
+    wrote = "" if a.runs is not None else f" and {a.out / 'exploration-runs.csv'}"
+    print(f"\nwrote {a.out / 'exploration-dose-response.png'}{wrote}")
     return 0
 
 
