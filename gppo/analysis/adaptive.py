@@ -37,6 +37,10 @@ from gppo.grid.sharing import run_key
 OPEN = "open"
 #: the reason of an open row whose next seeds the budget left pending
 BUDGET = "budget"
+#: a row stopped by a seed that failed with no retry left (issue 57): its status, its reasons
+FAILED = "failed"
+SEED_FAILED = "seed failed"
+REFERENCE_FAILED = "reference seed failed"
 
 
 def design_of(spec: Any, rows: int | None = None) -> Design:
@@ -67,7 +71,8 @@ def point_text(point: Mapping[str, Any]) -> str:
 @dataclass(frozen=True)
 class RowStop:
     """Why a row stopped (or that it goes on): ``status`` (separated | equivalent | futile |
-    open), ``reason`` (bound | futility | max | same runs | budget | ""), its seeds, Δ̂ in points
+    open | failed), ``reason`` (bound | futility | max | same runs | budget | seed failed |
+    reference seed failed | ""), its seeds, Δ̂ in points
     and the interval valid under the design (None before the first look or without spread)."""
 
     status: str
@@ -88,6 +93,8 @@ class RowStop:
             return f"not separable within max ({s})" if self.reason == "max" else f"futile at {s}"
         if self.status == OPEN:
             return f"left by the budget at {s}" if self.reason == BUDGET else f"open ({s})"
+        if self.status == FAILED:  # no retry left: the row cannot be decided
+            return f"{self.reason} at {s}: not decided"
         if self.reason == "same runs":
             return "equivalent: the reference's own runs"
         return f"{self.status} at {s}"
@@ -105,25 +112,45 @@ class TableRounds:
     same: frozenset[str] = frozenset()
 
     def replay(
-        self, design: Design, scores: Mapping[str, float]
+        self, design: Design, scores: Mapping[str, float], failed: Collection[str] = ()
     ) -> tuple[dict[str, RowStop], set[str], int]:
         """The looks played on ``scores`` (cell id -> points): each row's stop, the cells the
         round under way needs (and every cell an earlier look used), the looks completed. The
         correction's family is this table's rows compared with the reference (one axis point;
         a row on the reference's own runs is none), as Table 1's
-        (:func:`gppo.analysis.table.comparison_family`)."""
+        (:func:`gppo.analysis.table.comparison_family`).
+
+        ``failed``: cells whose seed failed with no retry left (issue 57): a row with such a
+        seed among a look's stops there as ``failed`` (reason ``seed failed``), leaves the
+        family, and the other rows' looks go on; a failed reference seed stops every open row
+        of the table (``reference seed failed``). A seed still missing otherwise (running, or
+        waiting for its retry) holds the look, so that every replay of the same finished runs
+        agrees; no row is decided by a seed that has not finished."""
         ref = self.cells[self.reference]
         others = [r for r in self.cells if r != self.reference]
-        # the family: this table's rows compared with the reference, each once (Table 1's)
-        design = replace(design, rows=max(len(others) - len(self.same), 1))
+        compared = len(others) - len(self.same)
         stops: dict[str, RowStop] = {}
         decided: dict[str, str] = {}
         used_n: dict[str, int] = {}
+        gone: set[str] = set()  # rows stopped by a failed seed
         wanted: set[str] = set()
+        lost = set(failed) - set(scores)
         for j, look in enumerate(design.looks):
-            active = [r for r in others if r not in decided and r not in self.same]
+            active = [r for r in others if r not in decided and r not in self.same | gone]
             for r in [self.reference, *active]:
                 wanted |= {c.id for c in self.cells[r][:look]}
+            if any(c.id in lost for c in ref[:look]):  # the reference cannot be had: stuck
+                for r in active:
+                    have = sum(c.id in scores for c in self.cells[r][:look])
+                    last = _last(stops.get(r))
+                    stops[r] = RowStop(FAILED, REFERENCE_FAILED, have, *last)
+                return stops, wanted, j
+            for r in active:
+                if any(c.id in lost for c in self.cells[r][:look]):
+                    have = sum(c.id in scores for c in self.cells[r][:look])
+                    stops[r] = RowStop(FAILED, SEED_FAILED, have, *_last(stops.get(r)))
+                    gone.add(r)
+            active = [r for r in active if r not in gone]
             missing = [
                 c for r in [self.reference, *active] for c in self.cells[r][:look]
                 if c.id not in scores
@@ -135,13 +162,17 @@ class TableRounds:
                 return stops, wanted, j
             if not others:  # the reference alone: nothing to compare, min seeds and done
                 return stops, wanted, j + 1
+            if not active and not decided and len(gone) + len(self.same) == len(others):
+                return stops, wanted, j  # every compared row lost to a failed seed
             ref_scores = [scores[c.id] for c in ref[:look]]
             rows = {
                 r: ref_scores if r in self.same else
                 [scores[c.id] for c in self.cells[r][: used_n.get(r, look)]]
-                for r in others
+                for r in others if r not in gone
             }  # fmt: skip
-            rnd = decide(rows, ref_scores, design, decided=decided, same_runs=self.same)
+            # the family: the rows compared that a failed seed has not taken out
+            at = replace(design, rows=max(compared - len(gone), 1))
+            rnd = decide(rows, ref_scores, at, decided=decided, same_runs=self.same)
             for r, d in rnd.rows.items():
                 if r in decided:
                     continue
@@ -199,32 +230,41 @@ class Rounds:
         compared = max(len(t.cells) - 1 - len(t.same) for t in tables)
         return cls(design_of(spec, rows=max(compared, 1)), tables)
 
-    def wanted(self, scores: Mapping[str, float]) -> set[str]:
-        """The cells the rounds need so far (finished or not): the union over the tables."""
+    def wanted(self, scores: Mapping[str, float], failed: Collection[str] = ()) -> set[str]:
+        """The cells the rounds need so far (finished or not): the union over the tables;
+        ``failed``: cells whose seed failed with no retry left (:meth:`TableRounds.replay`)."""
         out: set[str] = set()
         for t in self.tables:
-            out |= t.replay(self.design, scores)[1]
+            out |= t.replay(self.design, scores, failed)[1]
         return out
 
     def stops(
-        self, scores: Mapping[str, float], left: Collection[str] = ()
+        self,
+        scores: Mapping[str, float],
+        left: Collection[str] = (),
+        failed: Collection[str] = (),
     ) -> list[dict[str, RowStop]]:
         """Each table's rows' stops; an open row one of whose next cells is in ``left`` (the
-        budget's) is ``open`` for the ``budget``."""
+        budget's) is ``open`` for the ``budget``; ``failed`` as :meth:`wanted`."""
         out = []
         for t in self.tables:
-            stops, wanted, _ = t.replay(self.design, scores)
+            stops, wanted, _ = t.replay(self.design, scores, failed)
             for r, s in stops.items():
                 if s.status == OPEN and any(c.id in left for c in t.cells[r] if c.id in wanted):
                     stops[r] = RowStop(OPEN, BUDGET, s.seeds, s.delta, s.interval)
             out.append(stops)
         return out
 
-    def cell_texts(self, scores: Mapping[str, float], left: Collection[str] = ()) -> dict[str, str]:
+    def cell_texts(
+        self,
+        scores: Mapping[str, float],
+        left: Collection[str] = (),
+        failed: Collection[str] = (),
+    ) -> dict[str, str]:
         """For every cell with a score: why its row stopped (:meth:`RowStop.text`; a cell
         standing in several tables: each point's, ``lr=0.0001: ...; lr=0.0003: ...``)."""
         out: dict[str, list[str]] = {}
-        for t, stops in zip(self.tables, self.stops(scores, left), strict=True):
+        for t, stops in zip(self.tables, self.stops(scores, left, failed), strict=True):
             where = f"{point_text(t.point)}: " if t.point else ""
             for r, cs in t.cells.items():
                 stop = stops.get(r) if r != t.reference else None

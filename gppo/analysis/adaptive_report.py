@@ -36,6 +36,16 @@ RULE_DOC = "docs/statistics.md#adaptive-seeds-the-rule"
 CORRECTION_NAMES = {"holm": "Holm", "bonferroni": "Bonferroni"}
 
 
+def failed_cells(runs: pd.DataFrame, scores: Mapping[str, float], retries: int) -> set[str]:
+    """The cells without a score whose runs failed ``retries`` + 1 times (the spec's
+    ``retries.max``): a seed with no retry left, which the rounds cannot have (issue 57;
+    ``runs``: as :func:`cell_scores`; a function of the runs, as the launcher's own FAILED)."""
+    if not len(runs) or "status" not in runs:
+        return set()
+    bad = runs[runs["status"] == State.FAILED.value]["cell_id"].astype(str).value_counts()
+    return {c for c, k in bad.items() if k > retries} - set(scores)
+
+
 def cell_scores(runs: pd.DataFrame) -> dict[str, float]:
     """Per cell id with a DONE run: its seed score, in points (``runs``:
     :attr:`gppo.analysis.collect.Collected.runs`, whose ``seed_score`` is
@@ -75,11 +85,15 @@ def _point_key(point: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def label_stops(
-    rounds: Rounds, scores: Mapping[str, float], left: Collection[str] = ()
+    rounds: Rounds,
+    scores: Mapping[str, float],
+    left: Collection[str] = (),
+    failed: Collection[str] = (),
 ) -> list[tuple[dict[str, Any], dict[str, RowStop]]]:
-    """Each table's axis point and its rows' stops, keyed by Table 1's row label."""
+    """Each table's axis point and its rows' stops, keyed by Table 1's row label (``left``,
+    ``failed``: :meth:`gppo.analysis.adaptive.Rounds.stops`)."""
     out = []
-    for table, stops in zip(rounds.tables, rounds.stops(scores, left), strict=True):
+    for table, stops in zip(rounds.tables, rounds.stops(scores, left, failed), strict=True):
         labels = {r: label_of_cell(cells[0]) for r, cells in table.cells.items() if cells}
         out.append((table.point, {labels.get(r, r): s for r, s in stops.items()}))
     return out
@@ -152,10 +166,13 @@ def stop_line(row: str, stop: RowStop) -> str:
     return line
 
 
-def stop_lines(rounds: Rounds, scores: Mapping[str, float]) -> list[str]:
-    """One line per row that has stopped (not open), each table's rows under its axis point."""
+def stop_lines(
+    rounds: Rounds, scores: Mapping[str, float], failed: Collection[str] = ()
+) -> list[str]:
+    """One line per row that has stopped (not open), each table's rows under its axis point;
+    ``failed``: cells whose seed failed with no retry left (their rows: ``seed failed``)."""
     lines = []
-    for table, stops in zip(rounds.tables, rounds.stops(scores), strict=True):
+    for table, stops in zip(rounds.tables, rounds.stops(scores, (), failed), strict=True):
         where = point_text(table.point)
         for row, stop in stops.items():
             if stop.status != OPEN:

@@ -281,6 +281,7 @@ def _adaptive(plan: Plan | None, got: Collected, reference: str, ended: bool) ->
     from gppo.analysis.adaptive import Rounds
     from gppo.analysis.adaptive_report import (
         cell_scores,
+        failed_cells,
         label_stops,
         mark_table,
         runs_line,
@@ -296,13 +297,14 @@ def _adaptive(plan: Plan | None, got: Collected, reference: str, ended: bool) ->
         if ended and plan.spec.budget is not None
         else set()
     )
-    found = label_stops(rounds, scores, left)
+    failed = failed_cells(got.runs, scores, plan.spec.retries.max)
+    found = label_stops(rounds, scores, left, failed)
 
     def mark(tables: list[PointTable]) -> None:
         for pt in tables:
             mark_table(pt.table, stops_at(found, pt.point), rounds.design)
 
-    tidy = without_unneeded(got.tidy, plan.cells, rounds.wanted(scores) | set(scores))
+    tidy = without_unneeded(got.tidy, plan.cells, rounds.wanted(scores, failed) | set(scores))
     return _Adaptive(mark, runs_line(rounds, got.runs), tidy)
 
 

@@ -333,7 +333,8 @@ def status(
         from gppo.analysis.adaptive_report import stop_lines
 
         scores = {r.cell: r.seed_score for r in rows if r.seed_score is not None}
-        for line in stop_lines(rounds, scores):
+        failed = {r.cell for r in rows if r.state == State.FAILED}  # no retry left
+        for line in stop_lines(rounds, scores, failed):
             console.print(line, markup=False, highlight=False)
     for line in status_lines(forecast(p), paid, open_ids, p.spec.price):
         console.print(line, markup=False, highlight=False)

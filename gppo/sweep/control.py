@@ -68,7 +68,8 @@ class CellStatus:
 UNNEEDED = "unneeded"
 #: what tells ``status`` the cells adaptive seeds' rounds need so far, given the DONE cells'
 #: scores (cell id -> points): :meth:`gppo.analysis.adaptive.Rounds.wanted`
-Needed = Callable[[Mapping[str, float]], Collection[str]]
+#: and the cells whose seed failed with no retry left
+Needed = Callable[[Mapping[str, float], Collection[str]], Collection[str]]
 
 
 def _cluster(plan: Plan, address: str | None) -> Cluster | None:
@@ -153,7 +154,8 @@ def _mark_unneeded(plan: Plan, rows: list[CellStatus], needed: Needed) -> None:
     """Mark the pending cells the rounds do not need (as the launcher's seed gate holds them
     back: a needed cell's whole group of identical cells is needed)."""
     scores = {r.cell: r.seed_score for r in rows if r.seed_score is not None}
-    wanted = whole_groups(needed(scores), run_groups(plan.cells))
+    failed = {r.cell for r in rows if r.state is State.FAILED}
+    wanted = whole_groups(needed(scores, failed), run_groups(plan.cells))
     for r in rows:
         r.unneeded = r.state is State.PENDING and r.cell not in wanted
 

@@ -20,7 +20,7 @@ from gppo import metrics as M
 from gppo.grid.sharing import whole_groups
 from gppo.store.run_score import run_score
 from gppo.store.tracking import store_exception
-from gppo.sweep.attempts import DONE, CellState
+from gppo.sweep.attempts import DONE, FAILED, CellState
 from gppo.sweep.same_runs import SameRuns
 from gppo.sweep.session import SweepContext
 
@@ -33,10 +33,13 @@ RUNS_PER_READ = 200
 class SeedRounds(Protocol):
     """What the gate asks of the rounds (:class:`gppo.analysis.adaptive.Rounds`)."""
 
-    def wanted(self, scores: Mapping[str, float]) -> set[str]: ...
+    def wanted(self, scores: Mapping[str, float], failed: Collection[str] = ()) -> set[str]: ...
 
     def cell_texts(
-        self, scores: Mapping[str, float], left: Collection[str] = ()
+        self,
+        scores: Mapping[str, float],
+        left: Collection[str] = (),
+        failed: Collection[str] = (),
     ) -> dict[str, str]: ...
 
 
@@ -48,6 +51,8 @@ class SeedGate:
         self.rounds, self.same = rounds, same
         self.scores: dict[str, float] = {}
         self.wanted: set[str] = set()
+        #: cells whose seed failed with no retry left: their rows stop as "seed failed"
+        self.failed: set[str] = set()
         self._tagged: dict[str, str] = {}  # run id -> the row's stop last written on it
 
     def observe(
@@ -71,13 +76,14 @@ class SeedGate:
                 score = run_score(run.data.metrics, st.cell.eval_k)
                 if score is not None:
                     self.scores[st.cell.id] = score
-        self.wanted = whole_groups(self.rounds.wanted(self.scores), self.same.groups)
+        self.failed = {st.cell.id for st in cells if st.state == FAILED}
+        self.wanted = whole_groups(self.rounds.wanted(self.scores, self.failed), self.same.groups)
         self._tag(ctx, {st.cell.id: st.run_id for st in cells if st.run_id}, left)
 
     def _tag(self, ctx: SweepContext, runs: Mapping[str, str], left: Collection[str]) -> None:
         """Write on each scored cell's run why its row stopped (:data:`gppo.metrics.
         TAG_ROW_STOPPED`), where that changed; a store error leaves it to the next round."""
-        for cid, text in self.rounds.cell_texts(self.scores, left).items():
+        for cid, text in self.rounds.cell_texts(self.scores, left, self.failed).items():
             run_id = runs.get(cid)
             if run_id is None or self._tagged.get(run_id) == text:
                 continue

@@ -137,3 +137,65 @@ def test_first_moves_the_design_onto_other_seeds(tmp_path):
     rounds = Rounds.of_plan(plan)
     assert sorted({c.seed for c in plan.cells}) == [100, 101, 102, 103]
     assert {int(cid.rpartition("-s")[2]) for cid in rounds.wanted({})} == {100, 101}
+
+
+def _cell(plan, row: str, seed: int) -> str:
+    return next(c.id for c in plan.cells if row_of(c) == row and c.seed == seed)
+
+
+def run_with_failures(rounds: Rounds, everything: dict[str, float], failed: set[str]):
+    """:func:`run_rounds` where the cells in ``failed`` fail with no retry left."""
+    ran: dict[str, float] = {}
+    while new := rounds.wanted(ran, failed) - ran.keys() - failed:
+        ran.update({cid: everything[cid] for cid in new})
+    return ran
+
+
+def test_a_failed_seed_stops_its_row_only_and_the_rounds_go_on(tmp_path):
+    """Issue 57 item 2: kl/atomic's second seed fails with no retry left; its row stops as
+    'seed failed' (not decided, no more seeds) and leaves the family; every other row's rounds
+    go on to a decision."""
+    plan = plan_of(tmp_path)
+    rounds = Rounds.of_plan(plan)
+    everything = draw(plan, 0)
+    lost = {_cell(plan, "kl/atomic", 1)}
+    ran = run_with_failures(rounds, everything, lost)
+    (stops,) = rounds.stops(ran, failed=lost)
+    assert stops["kl/atomic"].status == "failed" and stops["kl/atomic"].reason == "seed failed"
+    assert stops["kl/atomic"].text() == "seed failed at 1 seed: not decided"
+    assert not any(c.startswith("kl-atomic") for c in ran.keys() - {_cell(plan, "kl/atomic", 0)})
+    others = {r: s for r, s in stops.items() if r != "kl/atomic"}
+    assert all(s.status not in ("open", "failed") for s in others.values())  # all decided
+    assert len({c for c in ran if not c.startswith(("kl-atomic", "chi2-mc"))}) > 2 * 15
+    # a function of the finished runs alone: a relaunch asks for the same, the stops agree
+    assert rounds.wanted(ran, lost) - lost == set(ran)
+    assert rounds.stops(ran, failed=lost) == [stops]
+    texts = rounds.cell_texts(ran, failed=lost)
+    assert texts[_cell(plan, "kl/atomic", 0)] == "seed failed at 1 seed: not decided"
+
+
+def test_a_missing_seed_with_a_retry_holds_the_look_and_decides_nothing(tmp_path):
+    """A seed not finished (running, or waiting for its retry) is no failure: its row is open,
+    and nothing past its look is decided or called unneeded."""
+    plan = plan_of(tmp_path)
+    rounds = Rounds.of_plan(plan)
+    everything = draw(plan, 0)
+    first = {cid: everything[cid] for cid in rounds.wanted({})}
+    slow = _cell(plan, "kl/atomic", 1)
+    partial = {k: v for k, v in first.items() if k != slow}
+    (stops,) = rounds.stops(partial)
+    assert stops["kl/atomic"].status == "open" and stops["kl/atomic"].seeds == 1
+    assert rounds.wanted(partial) == set(first)  # the same round: the retry, no new seeds
+
+
+def test_a_failed_reference_seed_blocks_its_table(tmp_path):
+    plan = plan_of(tmp_path)
+    rounds = Rounds.of_plan(plan)
+    everything = draw(plan, 0)
+    lost = {_cell(plan, "tv/mc", 1)}
+    ran = run_with_failures(rounds, everything, lost)
+    (stops,) = rounds.stops(ran, failed=lost)
+    compared = {r: s for r, s in stops.items() if s.reason != "same runs"}
+    assert compared and all(s.status == "failed" for s in compared.values())
+    assert all(s.reason == "reference seed failed" for s in compared.values())
+    assert all(c.endswith(("-s0", "-s1")) for c in ran)  # no second round
