@@ -287,7 +287,11 @@ def launch(
             console.print(f"report page (one HTML file): {result.report.page}", markup=False)
     if result.count(State.DONE):
         again = shlex.join([str(spec), *p.overrides])
-        console.print(f"compare the runs in the MLflow UI: gppo-sweep ui {again}", markup=False)
+        console.print(  # one line, a command to copy
+            f"compare the runs in the MLflow UI: gppo-sweep ui {again}",
+            markup=False,
+            soft_wrap=True,
+        )
     if result.interrupted:
         raise typer.Exit(EXIT_INTERRUPTED)
     if not result.ok:
