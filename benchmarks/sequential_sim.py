@@ -140,7 +140,8 @@ def _stepped(p: np.ndarray, alpha: float, family: int, method: str, decided: int
     ps = np.take_along_axis(p, order, 1)
     j = np.arange(K)[None, :] + decided  # rank among the family, 0-based
     if method == "holm":
-        keep = np.cumprod(ps <= alpha / (family - j), axis=1).astype(bool)
+        # ranks past the family (rows outside it, e.g. on the reference's runs, p = 1): α
+        keep = np.cumprod(ps <= alpha / np.maximum(family - j, 1), axis=1).astype(bool)
     else:  # BH: the largest rank whose p is under its line, and every rank below it
         under = ps <= alpha * (j + 1) / family
         last = np.where(under.any(axis=1), K - 1 - np.argmax(under[:, ::-1], axis=1), -1)

@@ -119,8 +119,13 @@ def design_note(design: Design) -> str:
         f"{design.min_seeds}-{design.max_seeds}: Δ and its interval are the row's at its last"
         " look (its seeds against the reference's first as many), intervals valid under the"
         f" adaptive design: repeated confidence intervals, {correction} over {rows}"
-        f" row{'s' * (rows != 1)}, α={design.alpha:g}; {RULE_DOC}. The base model is not part"
-        " of the rounds: its Δ has no interval."
+        f" row{'s' * (rows != 1)}, α={design.alpha:g}; {RULE_DOC}. A row stopped early shows"
+        " a Δ biased away from 0 (it stopped because its Δ was far from 0 at that look); its"
+        " interval stays valid. Δ is the row's mean over the n seeds named in Stopped minus the"
+        " reference's mean over its first n; Avg. is over every seed of each row (the"
+        " reference's up to the last look), so Avg. minus the reference's Avg. need not equal"
+        " Δ. The base model is not part of the rounds: its Δ"
+        " has no interval."
     )
 
 

@@ -91,6 +91,11 @@ def test_markdown_says_why_each_row_stopped_with_the_designs_interval():
         " rows, α=0.05; docs/statistics.md#adaptive-seeds-the-rule" in note
     )
     assert "repeated looks invalidate them" in md and "Student t CI on the test" not in md
+    # issue 58: the bias of an early stop, and the seeds Δ was computed from
+    assert "A row stopped early shows a Δ biased away from 0" in note
+    assert "mean over the n seeds named in Stopped minus the reference's mean over its first n" in (
+        note
+    )
 
 
 def test_latex_html_csv_and_the_terminal_carry_the_stops():
