@@ -2,6 +2,8 @@
 
 Ray and MLflow are imported inside the commands that need them, so ``--help`` and ``plan`` stay
 fast. Spec errors print one line (``FILE: field.path: message``) on stderr and exit with code 2.
+Every command that takes a spec also takes ``KEY=VALUE`` overrides of it (:mod:`gppo.cli.args`,
+:mod:`gppo.grid.overrides`); an explicit option wins over the override of the same setting.
 
 Other packages add commands with :func:`add_command` / :func:`add_group`, e.g.
 ``add_command(gppo.cli.report.report)`` or ``add_group(tune_app, "tune")``.

@@ -30,7 +30,12 @@ def test_a_starter_per_built_in_backend():
     assert backends() == ["local", "trl", "verl"]
 
 
-@pytest.mark.parametrize("backend", ["local", "verl", "trl"])
+@pytest.mark.parametrize(
+    "backend",
+    # verl's plan renders each cell's Hydra overrides through verl itself (~50 s on a loaded
+    # 2-core machine): the slow tier; the fast one loads and expands its starter below
+    ["local", pytest.param("verl", marks=pytest.mark.slow), "trl"],
+)
 def test_init_then_plan(tmp_path, no_preflight, backend):
     (tmp_path / "specs").mkdir()
     path = tmp_path / "specs" / f"my {backend} study.yaml"
@@ -53,6 +58,15 @@ def test_init_then_plan(tmp_path, no_preflight, backend):
     result = CliRunner().invoke(app, ["plan", str(path), "seeds=1", "--json"])
     assert result.exit_code == 0, result.output
     assert {r["seed"] for r in json.loads(result.stdout)} == {0}
+
+
+def test_the_verl_starter_loads_and_expands(tmp_path):
+    from gppo.grid import load_plan
+    from gppo.grid.starter import write_starter
+
+    plan = load_plan(write_starter(tmp_path / "paper.yaml", "verl"), ["seeds=2"])
+    assert plan.spec.backend == "verl" and len(plan.cells) == 26  # 4 x 3 + gspo, 2 seeds
+    assert plan.cells[0].settings["model_path"] == "/shared/models/Qwen3-8B-Base"
 
 
 def test_init_writes_grid_yaml_by_default_and_never_overwrites(tmp_path, monkeypatch):
