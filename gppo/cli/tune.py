@@ -7,6 +7,7 @@ no study; 2 malformed spec (one line ``FILE: field.path: message`` on stderr, no
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -73,14 +74,15 @@ def tune(
     specs = cell_specs(ts)
     studies = []
     for sub in specs:
-        study = _stored_study(sub, spec) if report else _run_study(sub, spec, console)
+        again = shlex.join([str(spec), *ts.overrides])  # the command that runs this study
+        study = _stored_study(sub, again) if report else _run_study(sub, spec, console)
         write_report(sub, study, folder if len(specs) == 1 else folder / sub.study_name, console)
         studies.append((sub, study))
     if len(specs) > 1:
         write_cell_report(studies, folder, console)
 
 
-def _stored_study(sub: Any, spec: Path) -> Any:
+def _stored_study(sub: Any, spec: str) -> Any:
     """The study of one (cell's) tuning spec as stored; none: one line, exit 1."""
     from gppo.store.uri import redact
     from gppo.sweep.tuning.study import load_study, storage_url
