@@ -45,9 +45,10 @@ def adaptive_lines(plan: Plan, fc: Forecast) -> list[str]:
     forecast above is the one at ``max``)."""
     a = plan.spec.adaptive
     assert a is not None
-    first = [c.id for c in plan.cells if plan.spec.seed_list.index(c.seed) < a.min]
+    rank = {seed: i for i, seed in enumerate(plan.spec.seed_list)}  # linear in the cells
+    first = [c.id for c in plan.cells if rank[c.seed] < a.min]
     lo_runs, hi_runs = (
-        run_count([c for c in plan.cells if c.id in set(first)]),
+        run_count([c for c in plan.cells if rank[c.seed] < a.min]),
         run_count(plan.cells),
     )
     lo, _, _ = fc.total(first)

@@ -109,7 +109,11 @@ class Forecast:
     note: str | None = None
 
     def of(self, ids: Sequence[str] | None = None) -> list[CellForecast]:
-        return [c for cid, c in self.cells.items() if ids is None or cid in ids]
+        """The forecasts of the cells ``ids`` (None: all), in the plan's order."""
+        if ids is None:
+            return list(self.cells.values())
+        wanted = set(ids)  # a sweep of 10,000 seeds a cell asks for many
+        return [c for cid, c in self.cells.items() if cid in wanted]
 
     def total(self, ids: Sequence[str] | None = None) -> tuple[Hours, Hours, Hours]:
         """(forecast, low, high) hours of the cells ``ids`` (None: all) that have one."""
