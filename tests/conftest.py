@@ -80,6 +80,12 @@ def pytest_configure(config: pytest.Config) -> None:
     for var in USER_STATE_VARS:
         os.environ.pop(var, None)
     os.environ.update(fresh_machine_env(Path(root)))
+    if _OWNED_HOME in config.stash:
+        # a fresh machine has no matplotlib font cache, and building it runs `fc-list`: built
+        # here, once for the run (xdist workers share the folder), not inside a fast test
+        from matplotlib import font_manager
+
+        font_manager.findfont("DejaVu Sans")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -102,6 +108,41 @@ def unmarked_process_use(item: pytest.Item) -> str | None:
         return None
     used = sorted(PROCESS_FIXTURES & set(getattr(item, "fixturenames", ())))
     return f"uses {', '.join(used)}" if used else None
+
+
+#: Where the tests that train real models live (the testbed's loop, TRL, verl and vLLM): each keeps
+#: both cores busy for tens of seconds to minutes, so the suite runs them one at a time, on one
+#: pytest-xdist worker, while the other worker takes the tests that mostly wait (Ray heads, MLflow
+#: servers, the probe backend's cells, the reports). Node-id prefixes (paths from the rootdir).
+TRAINING_TESTS = (
+    "tests/backends/local/",
+    "tests/backends/trl/",
+    "tests/backends/verl/",
+    "tests/sweep/test_quickstart_path.py",
+    "tests/sweep/tuning/test_tune_local.py",
+    "tests/testbed/test_warmstart_cache.py",
+)
+#: the one work unit they form (pyproject's addopts: ``-n 2``)
+TRAINING_GROUP = "training"
+
+
+def work_unit(nodeid: str) -> str:
+    """The unit of work pytest-xdist hands one worker: :data:`TRAINING_GROUP` for a test among
+    :data:`TRAINING_TESTS` (so they run one at a time), else the test alone."""
+    return TRAINING_GROUP if nodeid.startswith(TRAINING_TESTS) else nodeid
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """The workers' schedule: :func:`work_unit`'s units, each on one worker. (``--dist loadgroup``
+    would do this from ``xdist_group`` marks, but pytest-xdist 3.8 marks a group by rewriting a
+    node's id in a way pytest 9 no longer reads, so its groups are silently ignored.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TrainingApart(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return work_unit(nodeid)
+
+    return TrainingApart(config, log)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
