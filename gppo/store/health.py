@@ -15,8 +15,10 @@ a 401/403), and :func:`exit_if_refused` ends a cell's job with that line.
 
 from __future__ import annotations
 
+import configparser
 import contextlib
 import errno
+import logging
 import os
 import re
 import sys
@@ -27,6 +29,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from gppo.errors import CredentialsRefused
 from gppo.store.uri import ENV_USERNAME, redact
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -127,7 +131,8 @@ def _account() -> str:
             from mlflow.utils.credentials import read_mlflow_creds
 
             user = read_mlflow_creds().username
-        except Exception:
+        except (OSError, ValueError, KeyError, configparser.Error) as exc:  # an unreadable file
+            log.debug("MLflow's credentials file could not be read: %s", type(exc).__name__)
             user = None
     if user:
         return f"user {user!r}"

@@ -166,9 +166,11 @@ class Lease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=30)
-        with contextlib.suppress(Exception):
+        try:
             if not self.lost():
                 self.tracking.set_tags(self.run_id, {RELEASED_TAG: str(self.generation)})
+        except Exception as exc:  # the store is away: the lease then expires by its heartbeat
+            log.warning("could not mark the sweep's lease released (it expires instead): %s", exc)
 
 
 @contextlib.contextmanager

@@ -21,10 +21,13 @@ logs keep Ray's behaviour.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import urllib.error
 import urllib.request
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 #: Ray's environment variable for the auth mode (``token`` | ``disabled``)
 ENV_AUTH_MODE = "RAY_AUTH_MODE"
@@ -113,7 +116,9 @@ def reachable(address: str, timeout: float = 2.0) -> bool:
     """True when the cluster's Jobs API answers ``/api/version`` (authenticated) with 200."""
     try:
         return get(address, "/api/version", timeout)[0] == 200
-    except Exception:  # no answer, a malformed address, a token file that cannot be read
+    except (OSError, ValueError) as exc:  # no answer (URLError is an OSError), a malformed
+        # address, a token file that cannot be read: not reachable, and the log says why
+        log.debug("the Ray cluster at %s is not reachable: %s", address, exc)
         return False
 
 

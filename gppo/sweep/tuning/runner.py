@@ -22,7 +22,6 @@ Optuna is used through its public API only (``ask``, ``tell`` by trial number, `
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
 import time
@@ -220,8 +219,10 @@ class Tuner:
             restore()
             if not self._any_running():  # end the parent run, stop a local head we started
                 done, _ = self._counts()
-                with contextlib.suppress(Exception):
+                try:
                     self.session.close("FINISHED" if done >= t.n_trials else "KILLED")
+                except Exception as exc:  # the store or the head is away: said, not raised
+                    log.warning("could not close the study's parent run or its local head: %s", exc)
         return self.study
 
     def _counts(self) -> tuple[int, int]:
@@ -393,9 +394,11 @@ class Tuner:
         self.progress.event(f"trial {trial.number} failed: {why}")
 
     def stop(self, job_id: str) -> None:
-        """Stop a trial's job (best effort: an unreachable cluster stops nothing)."""
-        with contextlib.suppress(Exception):
+        """Stop a trial's job (best effort: an unreachable cluster stops nothing, and says so)."""
+        try:
             self.disp.stop(job_id, wait_s=5.0)
+        except Exception as exc:
+            log.warning("could not stop trial job %s: %s", job_id, exc)
 
     def _heartbeat(self) -> None:
         now = time.time()
@@ -408,10 +411,17 @@ class Tuner:
     def _abandon(self, why: str) -> None:
         """Stop this tuner's jobs and fail their trials (Ctrl-C, SIGTERM, an error)."""
         for a in list(self.active.values()):
-            with contextlib.suppress(Exception):
-                if a.job_id:
-                    self.stop(a.job_id)
+            if a.job_id:
+                self.stop(a.job_id)
+            try:
                 self.fail(a.trial, why, a.run_id or None, a.job_id)
+            except Exception as exc:  # the study's store is away: the trial stays RUNNING, and
+                # the next tuner recovers it as stale (tune.stale_after_s)
+                log.warning(
+                    "could not fail trial %d (%s); the next tuner recovers it: %s",
+                    a.trial.number, why, exc,
+                )  # fmt: skip
+                self.progress.event(f"trial {a.trial.number} left RUNNING: its store is away")
         self.active.clear()
 
 
