@@ -22,6 +22,7 @@ import typer
 
 from gppo.cli.args import OverridesArg, only_overrides, positionals
 from gppo.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, fail, one_line_errors
+from gppo.cli.help_text import flowing
 
 app = typer.Typer(
     name="gppo-sweep",
@@ -44,7 +45,7 @@ def command(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[
     """``app.command()`` whose errors end as one line and their code (:mod:`gppo.cli.errors`)."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
-        app.command(name=name)(one_line_errors(fn))
+        app.command(name=name, help=flowing(fn.__doc__))(one_line_errors(fn))
         return fn
 
     return deco
