@@ -36,6 +36,9 @@ def adaptive_spec(tmp_path: Path, address: str, name: str, **probe) -> Path:
         grid={"divergences": ["tv", "kl", "hellinger"], "estimators": ["mc"]},
         seeds={"min": 2, "max": 4},
         overrides={"kl-mc": {"probe": {"score": 0.1}}},
+        # the rounds' mechanics at the pooled test's power (a row 40 points off separated at 2
+        # seeds); Welch's test, the default, needs a third seed there (tests/analysis)
+        analysis={"test": "pooled"},
     )
 
 
@@ -133,3 +136,42 @@ def test_the_budget_ends_the_rounds_and_the_rows_say_so(tmp_path, ray_cluster):
     assert stops["hellinger/mc"].status == "open" and stops["hellinger/mc"].reason == "budget"
     tag = runs["hellinger-mc-s0"][0].data.tags[M.TAG_ROW_STOPPED]
     assert tag == "left by the budget at 2 seeds", tag
+
+
+def test_a_failed_seed_stops_its_row_only_and_the_rounds_go_on(tmp_path, ray_cluster):
+    """Issue 57 item 2: hellinger/mc's second seed fails with no retry left (retries.max 0).
+    The launch does not end after the first round: the other undecided rows get their next
+    seeds; hellinger/mc stops as 'seed failed' (its runs' tag says so) and none of its later
+    seeds run; every other wanted cell finishes."""
+    spec = write_spec(
+        tmp_path,
+        ray_cluster.address,
+        name="adaptive-failed",
+        probe={"steps": 1, "score_sd": 0.01, "marker_dir": str(tmp_path / "m")},
+        grid={"divergences": ["tv", "kl", "hellinger"], "estimators": ["mc", "atomic"]},
+        seeds={"min": 2, "max": 4},
+        overrides={
+            "kl-mc": {"probe": {"score": 0.1}},
+            "hellinger-mc-s1": {"probe": {"always_fail": True}},
+        },
+        retries={"max": 0, "backoff_s": 0.2},
+        analysis={"test": "pooled"},
+    )
+    plan = load_plan(spec)
+    rounds = Rounds.of_plan(plan)
+    result = Launcher(plan, poll_s=0.3, rounds=rounds).run()
+    states = {k: c.state for k, c in result.cells.items()}
+    assert [k for k, s in states.items() if s.value == "failed"] == ["hellinger-mc-s1"], states
+    runs = finished_runs(f"sqlite:///{tmp_path}/mlflow.db", "adaptive-failed")
+    scores = scores_of(runs, plan)
+    lost = {"hellinger-mc-s1"}
+    assert set(runs) == rounds.wanted(scores, lost) - lost  # every round the data ask for ran
+    assert any(c.endswith("-s2") for c in runs), sorted(runs)  # the rounds went on
+    assert not {"hellinger-mc-s2", "hellinger-mc-s3"} & set(runs)
+    (stops,) = rounds.stops(scores, failed=lost)
+    assert (
+        stops["hellinger/mc"].status == "failed" and stops["hellinger/mc"].reason == "seed failed"
+    )
+    assert all(s.status != "open" for s in stops.values())
+    tag = runs["hellinger-mc-s0"][0].data.tags[M.TAG_ROW_STOPPED]
+    assert tag == "seed failed at 1 seed: not decided", tag
