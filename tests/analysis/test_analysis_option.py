@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 import typer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 from typer.testing import CliRunner
 
@@ -87,3 +89,50 @@ def test_report_refuses_an_unknown_analysis(tmp_path: Path) -> None:
     )
     assert res.exit_code == 2
     assert "'anova' is not a test" in res.output
+
+
+values = st.lists(st.floats(0.05, 0.95, allow_nan=False), min_size=2, max_size=6)
+
+
+@settings(max_examples=30, deadline=None)
+@given(values, st.lists(values, min_size=1, max_size=4), st.sampled_from(["bh", "holm"]))
+def test_welch_p_values_and_one_family_per_table(ref, rows, correction):
+    """Welch's test (the default) is scipy's on each row's per-seed averages against the
+    reference's, whatever the other rows hold; the mark is the correction over the rows
+    compared, each once (a row on the reference's own runs is none)."""
+    from gppo.analysis import stats as S
+    from gppo.analysis.table import build_table1
+    from gppo.analysis.tidy import normalise
+
+    cells = {"tv/mc": ref, **{f"kl/r{i}": r for i, r in enumerate(rows)}, "chi2/mc": ref}
+    frame = pd.DataFrame(
+        [
+            ("math", cell, "b", seed, v, f"run-{'tv/mc' if cell == 'chi2/mc' else cell}-{seed}")
+            for cell, vs in cells.items()
+            for seed, v in enumerate(vs)
+        ],
+        columns=["domain", "cell", "benchmark", "seed", "score", "run_id"],
+    )
+    table = build_table1(normalise(frame), correction=correction)
+    got = {r.cell: r for r in table.blocks[0].rows}
+    tested = []
+    for i, r in enumerate(rows):
+        row = got[f"kl/r{i}"]
+        x, y = np.asarray(r) * 100, np.asarray(ref) * 100
+        if np.ptp(x) == 0 and np.ptp(y) == 0:
+            assert row.p_value is None
+            continue
+        p = stats.ttest_ind(row.seed_avgs, got["tv/mc"].seed_avgs, equal_var=False).pvalue
+        assert row.p_value == pytest.approx(p if np.isfinite(p) else 1.0, rel=1e-9, abs=1e-12)
+        tested.append(row)
+    assert got["chi2/mc"].p_adjusted is None or got["chi2/mc"].same_runs == "tv/mc"
+    distinct = list({tuple(r.seed_avgs): r for r in tested}.values())
+    expected = dict(
+        zip(
+            [tuple(r.seed_avgs) for r in distinct],
+            S.adjust([r.p_value for r in distinct], correction),
+            strict=True,
+        )
+    )
+    for row in tested:
+        assert row.p_adjusted == pytest.approx(expected[tuple(row.seed_avgs)])
