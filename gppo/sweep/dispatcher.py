@@ -76,6 +76,9 @@ class Attempt:
     metrics: dict[str, float] = field(default_factory=dict)
     #: this attempt's own cost (None: no resources logged), set by :meth:`Dispatcher.finish`
     hours: Hours | None = None
+    #: re-attached from its run by another launcher than the one that submitted it
+    #: (:meth:`Dispatcher.attach`): its job may have ended while no launcher watched it
+    attached: bool = False
     failure: str = ""
     #: what ending its processes took (:func:`gppo.processes.end_attempt`), set at its end
     ended: processes.Ended | None = None
@@ -243,6 +246,7 @@ class Dispatcher:
             run_id=run.info.run_id,
             submission_id=tags.get(M.TAG_RAY_JOB_ID, ""),
             submitted_at=submitted_at_of(run),
+            attached=True,
         )
 
     # -- observation and control ---------------------------------------------------------------
@@ -298,6 +302,19 @@ class Dispatcher:
             self._ended[sid] = ended
         return ended
 
+    def ended_at(self, sid: str) -> float | None:
+        """When the job ended as Ray recorded it (its ``end_time``, Unix seconds); None when Ray
+        does not say (no such job, no answer, still running)."""
+        if not sid:
+            return None
+        try:
+            info = self.client.get_job_info(sid)
+        except JOBS_API_ERRORS as exc:
+            log.info("job %s: Ray gives no end time now (%s): the attempt ends now", sid, exc)
+            return None
+        end = getattr(info, "end_time", None)
+        return end / 1000.0 if isinstance(end, (int, float)) and end > 0 else None
+
     def exit_signal(self, sid: str) -> str | None:
         """The signal the job's driver died of (``SIGKILL``), from Ray's ``driver_exit_code``;
         None when it exited by itself or Ray does not say."""
@@ -336,13 +353,19 @@ class Dispatcher:
         Returns ``State.DONE`` (job succeeded and logged ``gppo.finished``), ``State.STOPPED`` (job
         stopped: run KILLED) or ``State.FAILED`` (run FAILED, tag ``gppo.failure`` = the note and
         the last log lines). Logs the attempt's cost (:func:`gppo.store.cost.attempt_cost`: the
-        job's resources x the seconds since its submission), whatever the outcome.
+        job's resources x the seconds from its submission to its end: now, or, for an attempt
+        re-attached by a relaunch, the job's end time as Ray recorded it when that is earlier: a
+        job that ended while no launcher watched it), whatever the outcome.
         Sets ``att.metrics`` (the run's latest values, its cost included) and ``att.failure``
         (the failure tag written, ``""`` for DONE), so no caller reads the run back for them.
         """
         run = self.tracking.get_run(att.run_id)
         att.metrics = dict(run.data.metrics)
-        seconds = time.time() - att.submitted_at  # this attempt's, not the run's earlier ones
+        now = time.time()
+        ended = self.ended_at(att.submission_id) if att.attached and status in TERMINAL else None
+        # this attempt's own time, not the run's earlier attempts'; a re-attached one's to its
+        # job's end when Ray says it ended earlier (it ended while no launcher watched it)
+        seconds = max(0.0, (min(now, ended) if ended else now) - att.submitted_at)
         att.hours = attempt_hours(att.metrics, seconds)
         cost = attempt_cost(att.metrics, seconds)  # gppo.store.cost
         if cost:

@@ -93,6 +93,8 @@ class JobsApi:
 
     def __init__(self) -> None:
         self.submitted: list[str] = []
+        #: the end time (Unix seconds) Ray recorded for a job, by submission id
+        self.ended: dict[str, float] = {}
 
     def submit_job(self, *, submission_id: str, **_kw: Any) -> str:
         self.submitted.append(submission_id)
@@ -107,8 +109,11 @@ class JobsApi:
     def get_job_logs(self, _sid: str) -> str:
         return ""
 
-    def get_job_info(self, _sid: str) -> Any:
-        return types.SimpleNamespace(message="", driver_exit_code=None)
+    def get_job_info(self, sid: str) -> Any:
+        end = self.ended.get(sid)
+        return types.SimpleNamespace(
+            message="", driver_exit_code=None, end_time=None if end is None else end * 1000
+        )
 
 
 @pytest.fixture
@@ -119,23 +124,30 @@ def clock(monkeypatch):
     return now
 
 
-@pytest.mark.slow  # MLflow's SQLite store
-def test_a_resumed_attempt_re_attached_by_a_relaunch_is_billed_its_own_time_once(tmp_path, clock):
+def store(tmp_path: Path):
+    """A plan's cell, its store and a maker of dispatchers (a launcher's; a relaunch makes its
+    own) on one stand-in Jobs API."""
     plan = local_plan(tmp_path)
-    cell = plan.cells[0]
     tracking = Tracking(plan.spec.tracking.uri)
     tracking.init_store()
     exp = tracking.experiment_id("billed")
     assert exp is not None
     parent = tracking.sweep_run(exp, plan.sweep_id)
     assert parent is not None
+    api = JobsApi()
 
-    def dispatcher() -> Dispatcher:  # a launcher's (a relaunch makes its own)
-        cluster = types.SimpleNamespace(client=JobsApi, address="http://127.0.0.1:1")
+    def dispatcher() -> Dispatcher:
+        cluster = types.SimpleNamespace(client=lambda: api, address="http://127.0.0.1:1")
         return Dispatcher(
             cluster, tracking, experiment_id=exp, parent_run_id=parent, sweep_id=plan.sweep_id
         )
 
+    return plan.cells[0], tracking, api, dispatcher
+
+
+@pytest.mark.slow  # MLflow's SQLite store
+def test_a_resumed_attempt_re_attached_by_a_relaunch_is_billed_its_own_time_once(tmp_path, clock):
+    cell, tracking, _api, dispatcher = store(tmp_path)
     job = Job(argv=("true",), resources=Resources(num_cpus=2))
     disp = dispatcher()
     first = disp.submit(cell, job, attempt=1)  # the run's start
@@ -153,6 +165,17 @@ def test_a_resumed_attempt_re_attached_by_a_relaunch_is_billed_its_own_time_once
     assert metrics[M.COST_WALL_S] == pytest.approx(150.0)  # 100 + 50, not 100 + 250
     assert metrics[M.COST_CPU_HOURS] == pytest.approx(2 * 150.0 / 3600)
     assert again.hours is not None and again.hours.wall_s == pytest.approx(50.0)  # the budget's
+
+
+@pytest.mark.slow  # MLflow's SQLite store
+def test_a_job_that_ended_while_no_launcher_watched_is_billed_to_its_end(tmp_path, clock):
+    cell, tracking, api, dispatcher = store(tmp_path)
+    att = dispatcher().submit(cell, Job(argv=("true",), resources=Resources(num_cpus=1)), attempt=1)
+    api.ended[att.submission_id] = clock[0] + 30  # the launcher was killed; the job ran 30 s
+    clock[0] += 600  # the relaunch, ten minutes on
+    again = dispatcher().attach(cell, tracking.get_run(att.run_id))
+    dispatcher().finish(again, "FAILED")
+    assert tracking.get_run(att.run_id).data.metrics[M.COST_WALL_S] == pytest.approx(30.0)
 
 
 # -- item 7: a relaunch's re-attached runs count against the budget ---------------------------------
