@@ -29,6 +29,8 @@ from gppo.sweep.dispatcher import DONE, FAILED, Dispatcher
 from gppo.sweep.forecast import forecast
 from gppo.sweep.launch import Launcher
 
+from .jobs_api import JobsApi
+
 
 def local_plan(tmp_path: Path, local: dict[str, Any] | None = None, **extra: Any):
     spec = {
@@ -88,34 +90,6 @@ def test_a_local_head_fits_a_cell_of_more_threads_than_the_machine_has(tmp_path)
 
 
 # -- item 6: a resumed attempt re-attached by a relaunch is counted once ----------------------------
-class JobsApi:
-    """Ray's Jobs API as the dispatcher uses it: every submission taken, no job known after."""
-
-    def __init__(self) -> None:
-        self.submitted: list[str] = []
-        #: the end time (Unix seconds) Ray recorded for a job, by submission id
-        self.ended: dict[str, float] = {}
-
-    def submit_job(self, *, submission_id: str, **_kw: Any) -> str:
-        self.submitted.append(submission_id)
-        return submission_id
-
-    def get_job_status(self, sid: str) -> Any:
-        raise RuntimeError(f"job {sid} does not exist")
-
-    def list_jobs(self) -> list[Any]:
-        return []
-
-    def get_job_logs(self, _sid: str) -> str:
-        return ""
-
-    def get_job_info(self, sid: str) -> Any:
-        end = self.ended.get(sid)
-        return types.SimpleNamespace(
-            message="", driver_exit_code=None, end_time=None if end is None else end * 1000
-        )
-
-
 @pytest.fixture
 def clock(monkeypatch):
     """``time.time`` under the test's control (MLflow's run start times follow it too)."""

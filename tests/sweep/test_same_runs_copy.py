@@ -20,7 +20,7 @@ from gppo.sweep.same_runs import SameRuns
 from gppo.sweep.session import reconcile
 
 from .conftest import write_spec
-from .test_cost_attempts import JobsApi
+from .jobs_api import JobsApi
 
 pytestmark = pytest.mark.slow  # MLflow's SQLite store
 
