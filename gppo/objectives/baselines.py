@@ -242,12 +242,14 @@ class _KnownGrad(torch.autograd.Function):
     tensor instead of the graph of every intermediate (exp, clamp, products, maximum, mask)."""
 
     @staticmethod
-    def forward(ctx, log_prob, value, grad):
+    def forward(
+        ctx: Any, log_prob: torch.Tensor, value: torch.Tensor, grad: torch.Tensor
+    ) -> torch.Tensor:
         ctx.save_for_backward(grad)
         return value
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (grad,) = ctx.saved_tensors
         return grad_out * grad, None, None
 

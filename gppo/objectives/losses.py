@@ -257,7 +257,15 @@ class _Surrogate(torch.autograd.Function):
     """Forward: the per-token loss; backward: grad_out * saved dloss/dlog_prob."""
 
     @staticmethod
-    def forward(ctx, log_prob, old_log_prob, advantages, mask, plan, box):
+    def forward(
+        ctx: Any,
+        log_prob: torch.Tensor,
+        old_log_prob: torch.Tensor,
+        advantages: torch.Tensor,
+        mask: torch.Tensor,
+        plan: Any,
+        box: dict[str, Any],
+    ) -> torch.Tensor:
         with full_precision(log_prob.device):
             loss, grad, metrics = _surrogate(plan, old_log_prob, log_prob, advantages, mask)
         box["metrics"] = metrics
@@ -266,7 +274,7 @@ class _Surrogate(torch.autograd.Function):
         return loss
 
     @staticmethod
-    def backward(ctx, grad_out):
+    def backward(ctx: Any, grad_out: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         (grad,) = ctx.saved_tensors
         with full_precision(grad.device):
             g = (grad_out.to(grad.dtype) * grad).to(ctx.in_dtype)

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from mlflow import MlflowClient
 from mlflow.entities import ViewType
@@ -38,6 +39,9 @@ from gppo.store.health import refusal_naming_client
 from gppo.store.state import State, SweepRef, run_state
 from gppo.store.tracking import int_tag, sweep_filter
 from gppo.store.uri import is_database, redact, resolve_tracking_uri, scheme_of
+
+if TYPE_CHECKING:
+    import sqlalchemy
 
 #: The client the store reads and writes through (analysis names it, never imports mlflow).
 StoreClient = MlflowClient
@@ -190,7 +194,7 @@ def records_from_search(
     return out
 
 
-def _sql_engine(uri: str):
+def _sql_engine(uri: str) -> sqlalchemy.engine.Engine | None:
     """A SQLAlchemy engine on a SQL tracking store's URI (``None`` for file and HTTP stores).
 
     A relative SQLite path is made absolute first, so that an engine cached for one working
@@ -206,7 +210,7 @@ def _sql_engine(uri: str):
 
 
 @lru_cache(maxsize=8)
-def _engine(uri: str):
+def _engine(uri: str) -> sqlalchemy.engine.Engine:
     import sqlalchemy
 
     return sqlalchemy.create_engine(uri, pool_pre_ping=True)

@@ -58,7 +58,7 @@ class Cluster:
     pid: int | None = None
     temp_dir: str | None = None
 
-    def client(self):  # -> ray.job_submission.JobSubmissionClient
+    def client(self) -> Any:  # ray.job_submission.JobSubmissionClient (Ray is imported lazily)
         """A Jobs API client that authenticates when the cluster has token auth on (imports Ray
         lazily; :func:`gppo.sweep.ray_http.job_client`). Raises ``OSError`` (``ConnectionError``,
         a timeout) when the cluster does not answer."""

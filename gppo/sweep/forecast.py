@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from scipy import stats
 
-from gppo.backends.base import get_backend
+from gppo.backends.base import Backend, get_backend
 from gppo.cell import Cell, Resources
 from gppo.grid.load import Plan
 from gppo.grid.sharing import run_groups
@@ -185,7 +185,7 @@ def forecast(
     return out
 
 
-def _source(walls: list[float] | None, backend, cell: Cell, preflight: bool) -> Source:
+def _source(walls: list[float] | None, backend: Backend, cell: Cell, preflight: bool) -> Source:
     if walls:
         n = len(walls)
         mean = sum(walls) / n
