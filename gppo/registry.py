@@ -58,6 +58,7 @@ class Registry(Generic[V]):
         A name declared by :meth:`add_lazy` is registered here when its module is imported (it
         keeps the tags given there, plus ``tags``).
         """
+        self._discovered()  # a module imported before the first lookup keeps its declared place
         if name in self._entries:
             raise DuplicateNameError(f"{self.kind} {name!r} is already registered")
         self._entries[name] = value

@@ -171,3 +171,19 @@ def test_real_registry_words_an_unknown_name_the_same_way(kind: str) -> None:
         get("nope")
     assert str(err.value) == expected
     assert isinstance(err.value, KeyError) and isinstance(err.value, ValueError)
+
+
+def test_a_value_registered_before_the_first_lookup_keeps_its_declared_place() -> None:
+    """A module imported before anything has looked a name up (a test importing a backend's
+    module first, say) registers itself; the entries its registry discovers still come in their
+    declared order, with their tags."""
+
+    def discover(reg: Registry[int]) -> None:
+        reg.add_lazy("local", "gppo.nowhere", tags=("built-in",))
+        reg.add_lazy("trl", "gppo.nowhere", tags=("built-in",))
+
+    reg: Registry[int] = Registry("backend", discover=discover)
+    reg.add("trl", 2)  # the trl module imported first
+    assert reg.names() == ["local", "trl"]
+    assert reg.names("built-in") == ["local", "trl"]
+    assert reg.get("trl") == 2
