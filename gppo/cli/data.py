@@ -48,7 +48,8 @@ def data_prepare(
         help="Write the convertible rows and list the others in OUTPUT.rejects.jsonl.",
     ),
 ) -> None:
-    """Convert a JSONL/Parquet file into the backend's data (one file per benchmark)."""
+    """Convert a JSONL/Parquet file into the one file of the backend's data for benchmark SOURCE
+    (run it once per benchmark)."""
     try:
         report = get_backend(backend).prepare_data(
             input_path, output_path, source, split=split, skip_invalid=skip_invalid

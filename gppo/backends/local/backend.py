@@ -1,4 +1,6 @@
-"""The ``local`` backend: one cell = one ``python -m gppo.backends.local --cell <json>`` job."""
+"""The ``local`` backend: one cell = one Ray job, ``python -m gppo.backends.local --cell <json>``;
+on a local head a launch's fork server runs the cell instead, the job's process only handing it
+over (:meth:`LocalBackend.serving`)."""
 
 from __future__ import annotations
 

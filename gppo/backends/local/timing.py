@@ -45,7 +45,9 @@ def cache_path(cell: Cell) -> Path:
 
 
 def step_timing(cell: Cell, *, cached: bool = True) -> StepTiming:
-    """The cell's :class:`StepTiming`, measured here (or read from the cache when ``cached``)."""
+    """The cell's :class:`StepTiming`: read from :func:`cache_path` when ``cached`` and the file
+    holds this CPU kind's timing, else measured in a process of its own
+    (:func:`measure_in_cell_process`) and written there."""
     path = cache_path(cell)
     cpu = cpu_kernels.cpu_model()
     if cached and path.exists():
