@@ -47,6 +47,8 @@ class ProbeSettings(BaseModel):
     note: str = ""  # echoed back into the run (injection tests)
     #: the final avg@k: score + score_sd x a normal draw fixed by the cell's id (adaptive seeds)
     score: float = 0.5
+    #: the base model's avg@k (step 0's evaluation, ``eval_base``): an axis over it moves the base
+    base_score: float = 0.1
     score_sd: float = 0.0
     #: give the job an env var Ray's runtime env refuses (not a string): Ray refuses the
     #: submission itself, the job never starts

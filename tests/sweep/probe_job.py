@@ -54,7 +54,7 @@ def main() -> int:
     client, run_id = run.client, run.run_id
     # the process's own span, recorded in its run (concurrency tests)
     retry_locked(lambda: client.set_tag(run_id, "probe.start", repr(started)))
-    run.log_evaluation(dict.fromkeys(cell["benchmarks"], 0.1), 0)
+    run.log_evaluation(dict.fromkeys(cell["benchmarks"], s.get("base_score", 0.1)), 0)
     if s.get("mirror_lag"):
         return _lagging_mirror(run, s, failing)
     for step in range(1, s["steps"] + 1):
