@@ -31,9 +31,10 @@ from gppo.cell import Cell
 from gppo.grid.load import Plan
 from gppo.grid.schema import LocalHead
 from gppo.processes import KILL_GRACE_S
+from gppo.store.cost import attempt_cost
 from gppo.store.state import ACTIVE_JOB as ACTIVE
 from gppo.store.state import cell_state
-from gppo.store.tracking import Tracking, attempt_of, is_finished
+from gppo.store.tracking import Tracking, attempt_of, is_finished, log_metrics
 from gppo.store.uri import resolve_tracking_uri, state_root, store_exists
 from gppo.sweep.attempts import DONE, RUNNING, CellState
 from gppo.sweep.cluster import Cluster, ensure_cluster, local_head_for, stop_local_head
@@ -171,11 +172,17 @@ def settle_orphan(
 
     A PENDING/RUNNING job is left to the caller (re-attach or stop it). Otherwise the run is
     ended: FINISHED when its results are in (``gppo.finished``: the driver died before ending
-    it), else as :meth:`Dispatcher.finish` ends it, noted ``interrupted``."""
+    it; its attempt's cost logged up to the job's end as Ray recorded it), else as :meth:`Dispatcher.finish` ends it, noted ``interrupted``."""
     job = disp.status(att.submission_id)
     if job in ACTIVE:
         return job
     if is_finished(run):
+        # the attempt's cost to the job's end as Ray recorded it (it ended unwatched); no end
+        # time (Ray forgot the job): none is billed rather than the hours since
+        ended = disp.ended_at(att.submission_id) if job is not None else None
+        cost = attempt_cost(run.data.metrics, ended - att.submitted_at) if ended else {}
+        if cost:
+            log_metrics(ctx.tracking.client, run.info.run_id, cost, step=0)
         ctx.tracking.terminate(run.info.run_id, "FINISHED")
     else:
         seen = "was submitted" if job is None else f"was seen {job}"

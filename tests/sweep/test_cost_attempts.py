@@ -170,3 +170,27 @@ def test_the_budget_counts_the_runs_a_relaunch_re_attached(tmp_path, monkeypatch
     assert "3.00 CPU-h > budget 2.50 CPU-h" in keeper.left[ids[2]]
     keeper.ended(ids[0], Hours(0.25, 0, 900, 1))  # the re-attached run ended: its cost replaces it
     assert keeper.admit(ids[2]) is None
+
+
+@pytest.mark.slow  # MLflow's SQLite store
+def test_a_finished_run_whose_job_ended_unwatched_is_billed_to_its_end(tmp_path, clock):
+    """Found by the independent check (tests/crosscheck, the kill -9 combinations): a run whose
+    job finished while no launcher watched was ended FINISHED by the relaunch with no cost at
+    all (Table 1's cost column empty, ``status`` short of its runs). It is billed to the job's
+    end as Ray recorded it."""
+    from gppo.sweep.session import settle_orphan
+
+    cell, tracking, api, dispatcher = store(tmp_path)
+    att = dispatcher().submit(cell, Job(argv=("true",), resources=Resources(num_cpus=2)), attempt=1)
+    tracking.set_tags(att.run_id, {M.TAG_FINISHED: "true"})
+    api.ended[att.submission_id] = clock[0] + 30  # the launcher was killed; the job ran 30 s
+    api.get_job_status = lambda sid: types.SimpleNamespace(value="SUCCEEDED")
+    clock[0] += 600  # the relaunch, ten minutes on
+    disp, run = dispatcher(), tracking.get_run(att.run_id)
+    ctx = types.SimpleNamespace(tracking=tracking)
+    job = settle_orphan(ctx, disp, disp.attach(cell, run), run, driver="launcher")  # type: ignore[arg-type]
+    assert job == "SUCCEEDED"
+    done = tracking.get_run(att.run_id)
+    assert done.info.status == "FINISHED"
+    assert done.data.metrics[M.COST_WALL_S] == pytest.approx(30.0)
+    assert done.data.metrics[M.COST_CPU_HOURS] == pytest.approx(2 * 30.0 / 3600)
