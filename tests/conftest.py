@@ -55,10 +55,12 @@ USER_STATE_VARS = (
 _OWNED_HOME = pytest.StashKey[Path]()
 
 
-def fresh_machine_env(root: Path) -> dict[str, str]:
-    """HOME, the XDG folders and the gppo cache under ``root``: what a new user's machine has."""
+def fresh_machine_env(root: Path, worker: str | None = None) -> dict[str, str]:
+    """HOME, the XDG folders and the gppo cache under ``root``: what a new user's machine has.
+    Each pytest-xdist ``worker`` has a HOME of its own (what Ray and MLflow write there, such as
+    ``~/.ray/auth_token``, is one worker's); the caches are the run's (built once)."""
     env = {
-        "HOME": str(root / "home"),
+        "HOME": str(root / (f"home-{worker}" if worker else "home")),
         "XDG_CACHE_HOME": str(root / "home" / ".cache"),
         "XDG_CONFIG_HOME": str(root / "home" / ".config"),
         "XDG_DATA_HOME": str(root / "home" / ".local" / "share"),
@@ -79,7 +81,7 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[SUITE_HOME_ENV] = root
     for var in USER_STATE_VARS:
         os.environ.pop(var, None)
-    os.environ.update(fresh_machine_env(Path(root)))
+    os.environ.update(fresh_machine_env(Path(root), os.environ.get("PYTEST_XDIST_WORKER")))
     if _OWNED_HOME in config.stash:
         # a fresh machine has no matplotlib font cache, and building it runs `fc-list`: built
         # here, once for the run (xdist workers share the folder), not inside a fast test

@@ -176,10 +176,19 @@ def command_in_background(
                 proc.kill()
 
 
-def fork_servers() -> list[Any]:
-    """The local backend's fork servers running on this machine (psutil processes); a test
-    compares those before and after its launch, since another sweep's may be running too."""
+def fork_servers(tag: str) -> list[Any]:
+    """The local backend's fork servers alive on this machine that a launch started with
+    ``LAUNCH_TAG=tag`` in its environment (psutil processes): another sweep's, or another test's
+    on the other pytest-xdist worker, are never the test's own."""
     import psutil
 
     server = "gppo.backends.local.forkserver"
-    return [p for p in psutil.process_iter(["cmdline"]) if server in (p.info["cmdline"] or [])]
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            cmdline = proc.info["cmdline"] or []
+            if server in cmdline and proc.environ().get(LAUNCH_TAG) == tag and alive(proc):
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found

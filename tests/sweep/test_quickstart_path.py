@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 import yaml
-from helpers import fork_servers
+from helpers import LAUNCH_TAG, fork_servers
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -38,7 +39,7 @@ def test_quickstart_launch_trains_local_cells_under_its_own_ray_head(tmp_path) -
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
     env["GPPO_CACHE_DIR"] = str(tmp_path / "empty-cache")
     env["COLUMNS"] = "200"
-    before = {p.pid for p in fork_servers()}
+    env[LAUNCH_TAG] = tag = uuid.uuid4().hex  # what marks this launch's fork server
     proc = subprocess.run(
         [sys.executable, "-m", "gppo.cli", "launch", str(spec)],
         cwd=tmp_path,
@@ -92,4 +93,4 @@ def test_quickstart_launch_trains_local_cells_under_its_own_ray_head(tmp_path) -
     assert len(step0_means) == 1, step0_means
     # the fork server went with the launch that started it (one of another sweep already on this
     # machine is none of this test's)
-    assert not [p for p in fork_servers() if p.pid not in before]
+    assert not fork_servers(tag)

@@ -7,10 +7,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 import yaml
-from helpers import fork_servers
+from helpers import LAUNCH_TAG, fork_servers
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
@@ -39,7 +40,7 @@ def test_a_local_study_runs_its_trials_through_the_fork_server(tmp_path) -> None
     spec = tmp_path / "tune.yaml"
     spec.write_text(yaml.safe_dump({**SPEC, "tracking": {"uri": uri}}))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
-    before = {p.pid for p in fork_servers()}  # another sweep's on this machine are not ours
+    env[LAUNCH_TAG] = tag = uuid.uuid4().hex  # marks this study's fork server (not another's)
     proc = subprocess.run(
         [sys.executable, "-m", "gppo.cli", "tune", str(spec)],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
@@ -58,4 +59,4 @@ def test_a_local_study_runs_its_trials_through_the_fork_server(tmp_path) -> None
         assert run.info.status == "FINISHED"
         assert 0.0 <= run.data.metrics[M.eval_domain_metric(8)] <= 1.0
         assert run.data.metrics[M.PERF_FORKED] == 1.0  # imports done once, by the server
-    assert not [p for p in fork_servers() if p.pid not in before]  # the study's server ended
+    assert not fork_servers(tag)  # the study's server ended with it
