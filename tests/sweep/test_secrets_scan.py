@@ -150,6 +150,10 @@ def _tune_spec(folder: Path, uri: str, address: str, storage: str) -> Path:
 
 
 def test_no_secret_leaves_the_launcher(tmp_path: Path, secured, monkeypatch) -> None:
+    """Over 120 s (about 3 min on 2 cores): a sweep and a study on the authenticated services,
+    then plan, status, report and ui, then every store, file and log searched for every secret;
+    the services (PostgreSQL, a basic-auth MLflow server, a two-node Ray cluster) start once for
+    the module."""
     s, mlf, address = secured["secrets"], secured["mlflow"], secured["cluster"].address
     host = mlf.uri.removeprefix("http://")
     specs, work = tmp_path / "specs", tmp_path / "work"  # the user's own files; what runs left

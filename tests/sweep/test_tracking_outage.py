@@ -124,6 +124,8 @@ def _attempts(tmp_path: Path) -> dict[str, int]:
 
 
 def test_a_tracking_server_away_for_60_s_loses_nothing(tmp_path, ray_cluster, server):
+    """Over 120 s (about 3 min): the outage itself lasts 60 s, past MLflow's own first retries,
+    which is what the launcher must ride out; then the cells finish."""
     plan = load_plan(_spec(tmp_path, ray_cluster.address, server.uri))
     events: list = []
     outage = _outage_after_first_start(tmp_path, server, down_s=60)

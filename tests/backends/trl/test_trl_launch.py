@@ -54,6 +54,8 @@ def _cell_process(cell_id: str) -> psutil.Process | None:
 
 @pytest.mark.timeout(2400)
 def test_a_frozen_trl_attempt_is_ended_then_resumes_its_checkpoint_in_the_same_run(tmp_path):
+    """Over 120 s (about 2.5 min on 2 cores): two TRL cells, one frozen until stall detection
+    ends its attempt, then the retry's TRL start and the rest of its steps from the checkpoint."""
     spec = yaml.safe_load(PRESET.read_text())
     spec["seeds"] = [0]  # tv/mc and tv/atomic
     spec["trl"].update(steps=STEPS, save_every=SAVE_EVERY, checkpoint_dir=str(tmp_path / "ckpt"))

@@ -139,7 +139,8 @@ def _assert_finished_with_training(uri: str, cells: list[str], k: int, total_ste
 def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
-    """One sweep of tv-mc, one fault per attempt:
+    """One sweep of tv-mc, one fault per attempt (over 120 s, about 10 min on 2 cores: three verl
+    attempts, each 2-4 min of start-up, and a 60-s stall timeout; the slowest test of the suite):
 
     1. tv-mc's vLLM engine hangs (SIGSTOP) after a logged, so checkpointed, step: verl waits
        forever, stall detection stops the attempt, the frozen engine is SIGKILLed and gone
@@ -230,6 +231,8 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
 def test_check_train_step_runs_one_step_of_verls_trainer_per_cell(
     verl_cpu_venv, smoke_cache, tmp_path
 ):
+    """Over 120 s (about 3 min on 2 cores): one real ``main_ppo`` step starts verl's trainer and
+    vLLM's engine, 2-4 min on their own; nothing shorter runs verl's step."""
     spec = _spec(tmp_path, grid={"divergences": ["kl"], "estimators": ["atomic"]})
     proc = subprocess.run(
         [str(verl_cpu_venv / "bin" / "gppo-sweep"), "check", "--train-step", str(spec)],
