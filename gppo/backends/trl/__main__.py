@@ -39,6 +39,7 @@ from gppo import metrics
 from gppo.backends import checkpoints
 from gppo.backends.cell_run import CellRun
 from gppo.backends.checkpoints import claim_checkpoints
+from gppo.backends.trl.console import say
 from gppo.backends.trl.realmodel import CellParts
 from gppo.backends.trl.settings import TrlSettings
 from gppo.cell import Cell
@@ -155,7 +156,7 @@ def last_complete_checkpoint(out_dir: Path, main: bool = True) -> str | None:
     while found and not (found[-1][1] / CHECKPOINT_COMPLETE).is_file():
         _, cut = found.pop()
         if main:
-            print(f"[trl] {cut} was cut off mid-save: removed", flush=True)
+            say(f"{cut} was cut off mid-save: removed")
             shutil.rmtree(cut, ignore_errors=True)
     return str(found[-1][1]) if found else None
 
@@ -173,7 +174,7 @@ class _StepLogger:
     def __call__(self, step: int, values: dict[str, float]) -> None:
         wall = time.perf_counter() - self.start
         if self.main and (step % 5 == 0 or step == self.s.steps):
-            print(f"[trl] step {step} score {values.get('score', 0):.3f} {wall:.1f}s", flush=True)
+            say(f"step {step} score {values.get('score', 0):.3f} {wall:.1f}s")
         if self.run is not None and step > self.logged:
             self.run.log_train_step(step, values, wall_time_s=wall)
             self.run.flush()
@@ -303,7 +304,7 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
         scores: dict[str, float] = {}
         if main:
             scores = parts.score(model, model_dir)
-            print(f"[trl] step {step} avg@{cell.eval_k}: {scores}", flush=True)
+            say(f"step {step} avg@{cell.eval_k}: {scores}")
             if run is not None:
                 run.log_evaluation(scores, step, once=True)
         _wait_for_everyone()
@@ -313,7 +314,7 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     if main:  # before the barrier below: every process then sees the claimed directory
         note = claim_checkpoints(out_dir, run.run_id if run is not None else None)
         if note:
-            print(f"[trl] {note}", flush=True)
+            say(note)
     if run is None or 0 not in run.evaluated_steps():
         score(parts.model, parts.base_dir, 0)
     else:
@@ -321,7 +322,7 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
     resume = last_complete_checkpoint(out_dir, main)
     trainer = _trainer(cell, s, parts, loss, out_dir, run, t0, main)
     if resume:
-        print(f"[trl] resuming from {resume}", flush=True)
+        say(f"resuming from {resume}")
         if run is not None:  # the step of the checkpoint this attempt resumed from
             done = int(Path(resume).name.rpartition("-")[2]) // s.updates_per_step
             run.log({metrics.PERF_RESUMED_FROM: done}, run.last_step() or done)
@@ -333,7 +334,7 @@ def run_cell(cell: Cell, run: CellRun | None) -> dict[str, float]:
             f"{cell.id}: TRL stopped after {trainer.state.global_step} of "
             f"{s.steps * s.updates_per_step} updates (its log above says why)"
         )
-    print(f"[trl] {weights_line(trainer)}", flush=True)
+    say(weights_line(trainer))
     final_dir = out_dir / "final"
     trainer.save_model(str(final_dir))  # every process (the main one writes)
     if main:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gppo.backends.trl.console import say
 from gppo.backends.trl.settings import TrlSettings
 from gppo.errors import BackendError
 
@@ -98,7 +99,7 @@ def read_rows(path: str | Path, s: TrlSettings, tokenizer: Any) -> list[dict[str
             }
         )
     if long:
-        print(f"[trl] {src.name}: {long} prompts over {s.max_prompt_length} tokens left out")
+        say(f"{src.name}: {long} prompts over {s.max_prompt_length} tokens left out")
     if not rows:
         raise BackendError(
             f"{src}: no prompt fits max_prompt_length: {s.max_prompt_length} ({long} over it)"

@@ -86,6 +86,16 @@ class TrialCell(CellState):
     trial: Any = None
 
 
+def _annotate(trial: optuna.trial.Trial, key: str, value: Any) -> None:
+    """Set a trial's user attr, unless the trial is told already: a trial stays active after
+    ``study.tell`` when ending its MLflow run failed (a slow or away store), and the next poll
+    retries only that end; its heartbeat and failure note no longer apply."""
+    try:
+        trial.set_user_attr(key, value)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        log.debug("trial %s is told already: %s not set", trial.number, key)
+
+
 @dataclass
 class Active:
     """A trial this tuner drives; ``st``: its attempts, as the driver sees them."""
@@ -385,7 +395,7 @@ class Tuner:
     ) -> None:
         """Tell FAIL (user attr ``gppo.failure`` = ``why``) and end the trial's run FAILED."""
         why = " ".join(why.split())[:500]
-        trial.set_user_attr(attrs.FAILURE, why)
+        _annotate(trial, attrs.FAILURE, why)
         self.study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
         if run_id:
             end_trial(self.disp, run_id, job_id, "FAIL", why)
@@ -406,7 +416,7 @@ class Tuner:
             return
         self._last_beat = now
         for a in self.active.values():
-            a.trial.set_user_attr(attrs.HEARTBEAT, now)
+            _annotate(a.trial, attrs.HEARTBEAT, now)
 
     def _abandon(self, why: str) -> None:
         """Stop this tuner's jobs and fail their trials (Ctrl-C, SIGTERM, an error)."""

@@ -8,7 +8,7 @@ import logging
 from pathlib import Path
 from types import SimpleNamespace
 
-from gppo.sweep.tuning import load_tune_spec
+from gppo.sweep.tuning import attrs, load_tune_spec
 from gppo.sweep.tuning.runner import Tuner
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -40,3 +40,24 @@ def test_a_trial_the_tuner_cannot_fail_is_said_not_dropped(caplog) -> None:
     assert "the next tuner recovers it" in text and "store is away" in text
     assert said == ["trial 7 left RUNNING: its store is away"]
     assert tuner.active == {}
+
+
+def test_a_told_trial_whose_run_end_is_retried_keeps_the_tuner_going() -> None:
+    """Found in CI (a basic-auth MLflow server slow under load): ``study.tell`` succeeded, ending
+    the trial's run raised, so the trial stayed active for the poll to retry that end; the next
+    heartbeat set an attr on the finished trial and Optuna's UpdateFinishedTrialError ended the
+    study. The heartbeat and a later failure note now pass over a told trial."""
+    import optuna
+
+    tuner = Tuner(load_tune_spec(ROOT / "configs" / "tune-quickstart.yaml"))
+    study = optuna.create_study(direction="maximize")
+    trial = study.ask()
+    study.tell(trial.number, 0.5)
+    tuner.study = study
+    tuner.active = {trial.number: SimpleNamespace(trial=trial, run_id="", job_id="")}
+    tuner._last_beat = 0.0
+    tuner._heartbeat()
+    tuner.fail(trial, "its job failed after all")  # told already: the note is not set
+    (told,) = study.get_trials()
+    assert told.state == optuna.trial.TrialState.COMPLETE and told.value == 0.5
+    assert attrs.HEARTBEAT not in told.user_attrs and attrs.FAILURE not in told.user_attrs
