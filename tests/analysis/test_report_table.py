@@ -386,3 +386,23 @@ def test_rows_without_spread_between_seeds_are_not_tested(test):
     md = to_markdown(table)
     assert "†" not in md.split("\n- ")[0]  # no mark in the table body
     assert f"+10.0 [10.0, 10.0]^{note.mark}" in md
+
+
+def test_a_row_without_spread_against_a_reference_with_spread_is_tested():
+    """docs/statistics.md, "No spread": only a comparison where neither side has spread goes
+    untested; a collapsed row (the same score every seed) against a reference that scatters is
+    Welch's t on the reference's variance and df alone."""
+    from scipy import stats
+
+    ref = {0: 0.30, 1: 0.36, 2: 0.33}
+    rows = [
+        ("math", cell, b, seed, level)
+        for seed in range(3)
+        for cell, level in (("tv/mc", ref[seed]), ("kl/atomic", 0.20))
+        for b in ("add", "sub")
+    ]
+    table = build_table1(_tidy(rows), test="welch")
+    row = {r.cell: r for r in table.blocks[0].rows}["kl/atomic"]
+    expected = stats.ttest_ind([20.0] * 3, [100 * v for v in ref.values()], equal_var=False)
+    assert not row.no_spread and row.p_value == pytest.approx(expected.pvalue)
+    assert not any("no spread" in n.text for n in table.footnotes)

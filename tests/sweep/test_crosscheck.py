@@ -10,6 +10,7 @@ import ast
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from crosscheck import recompute
 from crosscheck.matrix import PAIRWISE, full_product, pairs_covered, run_combo
@@ -41,6 +42,26 @@ def test_welch_and_bh_of_the_check_match_textbook_values():
     assert recompute._bh({"a": 0.01, "b": 0.04, "c": 0.03}) == pytest.approx(
         {"a": 0.03, "b": 0.04, "c": 0.04}
     )
+
+
+def test_the_check_tests_a_row_without_spread_against_a_reference_with_spread():
+    """docs/statistics.md, "No spread": a collapsed row is in the family when the reference
+    scatters; a comparison where neither side scatters is not."""
+    runs = pd.DataFrame(
+        [
+            {"domain": "math", "point": "{}", "label": lab, "seed": seed, "finished": True,
+             "score": score, "base": 10.0, "run_id": f"{lab}-{seed}", "same_runs": None,
+             "cpu_hours": 0.0}
+            for seed in range(3)
+            for lab, score in (("tv/mc", 30.0 + 3 * seed), ("kl/mc", 20.0), ("kl/atomic", 40.0))
+        ]
+    )  # fmt: skip
+    rows = {k[2]: v for k, v in recompute.expected_table(runs).items()}
+    assert rows["kl/mc"]["p"] == pytest.approx(
+        stats.ttest_ind([20.0] * 3, [30.0, 33.0, 36.0], equal_var=False).pvalue
+    )
+    assert "p_adj" in rows["kl/mc"] and "p_adj" in rows["kl/atomic"]  # a family of two
+    assert "p_adj" not in rows["base"] or rows["base"]["p_adj"] == rows["base"]["p"]
 
 
 @pytest.mark.slow
