@@ -7,19 +7,30 @@ install the CPU platform first (:func:`gppo.backends.verl.cpu.platform.install_c
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 from typing import Any
 
 import torch
 
 
-def init_single_process_group(port: int = 29533) -> None:
-    """A world of one rank (gloo on CPU, nccl when CUDA is there), as torchrun would set it up."""
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def init_single_process_group(port: int | None = None) -> None:
+    """A world of one rank (gloo on CPU, nccl when CUDA is there), as torchrun would set it up;
+    its rendezvous on ``port``, else on ``MASTER_PORT`` when set, else on a free port (a fixed
+    default failed with EADDRINUSE when two checks or test runs shared the machine)."""
     import torch.distributed as dist
 
     if dist.is_initialized():
         return
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": "0", "WORLD_SIZE": "1"}
+    chosen = port or int(os.environ.get("MASTER_PORT") or free_port())
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(chosen), "RANK": "0", "WORLD_SIZE": "1"}
     env["LOCAL_RANK"] = "0"
     for key, value in env.items():
         os.environ.setdefault(key, value)
