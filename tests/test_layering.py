@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("cli",),
     ("analysis",),
     ("sweep",),
+    ("stats",),
     ("grid",),
     ("backends",),
     ("testbed",),

@@ -1,8 +1,8 @@
 """Results of a sweep: collect MLflow runs into a tidy table; Table 1 (md/LaTeX/HTML/CSV); figures.
 
 Modules: ``tidy`` (tidy schema, cell labels, CSV reader), ``collect`` (MLflow -> tidy),
-``table`` (Table 1 model: displayed numbers, ranks, footnotes), ``stats`` (t and bootstrap CIs,
-probability of improvement, corrected tests), ``render`` (formats), ``aggregate`` (Mean/IQM and
+``table`` (Table 1 model: displayed numbers, ranks, footnotes; its statistics are
+:mod:`gppo.stats`'), ``render`` (formats), ``aggregate`` (Mean/IQM and
 P(improvement) over benchmarks, rliable's view), ``figures`` (Figure 1 geometry, Figure 2
 dynamics), ``axes`` / ``axes_report`` / ``axis_figure`` (a sweep with axes: Table 1 per point,
 rank stability, the axis-response figure), ``bases`` (each axis point's base-model rows),

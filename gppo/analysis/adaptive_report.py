@@ -1,6 +1,6 @@
 """Adaptive seeds in the reports: why each row of Table 1 stopped (issue 48).
 
-The rounds (:class:`gppo.analysis.adaptive.Rounds`) are replayed on the runs' scores, as the
+The rounds (:class:`gppo.stats.rounds.Rounds`) are replayed on the runs' scores, as the
 launcher replays them, so Table 1 (every format), the page and ``status`` say the same thing:
 
 - :func:`cell_scores`: cell id -> the run's seed score (:func:`gppo.store.run_score.run_score`,
@@ -22,13 +22,13 @@ from typing import Any
 
 import pandas as pd
 
-from gppo.analysis.adaptive import OPEN, Rounds, RowStop, point_text
-from gppo.analysis.sequential import Design
 from gppo.analysis.table import decimal_of
 from gppo.analysis.table_model import Entry, Table1
 from gppo.analysis.tidy import axis_cell, axis_columns, label_of_cell
 from gppo.cell import Cell
 from gppo.grid.sharing import run_groups, whole_groups
+from gppo.stats.rounds import OPEN, Rounds, RowStop, point_text
+from gppo.stats.sequential import Design
 from gppo.store.state import State
 
 #: where docs/statistics.md explains the rule
@@ -91,7 +91,7 @@ def label_stops(
     failed: Collection[str] = (),
 ) -> list[tuple[dict[str, Any], dict[str, RowStop]]]:
     """Each table's axis point and its rows' stops, keyed by Table 1's row label (``left``,
-    ``failed``: :meth:`gppo.analysis.adaptive.Rounds.stops`)."""
+    ``failed``: :meth:`gppo.stats.rounds.Rounds.stops`)."""
     out = []
     for table, stops in zip(rounds.tables, rounds.stops(scores, left, failed), strict=True):
         labels = {r: label_of_cell(cells[0]) for r, cells in table.cells.items() if cells}

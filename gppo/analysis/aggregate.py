@@ -8,9 +8,9 @@ scores as fractions):
 - ``prob_improvement``: P(cell > reference), the Mann-Whitney U / (n m) per benchmark (ties 1/2)
   averaged over benchmarks (as in Table 1);
 
-``mean`` with the Student t CI of the run averages (:func:`gppo.analysis.stats.mean_ci`, Table 1's
+``mean`` with the Student t CI of the run averages (:func:`gppo.stats.inference.mean_ci`, Table 1's
 Avg. interval); ``iqm`` and ``prob_improvement`` with a 95% percentile CI from a bootstrap over
-runs (:func:`gppo.analysis.stats.run_bootstrap_interval`: whole rows of the matrix resampled, a
+runs (:func:`gppo.stats.inference.run_bootstrap_interval`: whole rows of the matrix resampled, a
 run's benchmark scores kept together since one run is scored on every benchmark; cell and
 reference independently), which with a few runs is too narrow (see ``stats``), as the figures
 say. One run: the estimate without a CI. ``left_out``: the seeds with results but not on every benchmark,
@@ -29,9 +29,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gppo.analysis.stats import mean_ci, run_bootstrap_interval
 from gppo.analysis.vocabulary import row_order
 from gppo.objectives.defaults import REFERENCE
+from gppo.stats.inference import mean_ci, run_bootstrap_interval
 from gppo.store.state import State
 
 METRICS = ("mean", "iqm", "prob_improvement")

@@ -25,10 +25,10 @@ from typing import Any
 
 import pandas as pd
 
-from gppo.analysis import stats as S
 from gppo.analysis.table import build_table1
 from gppo.analysis.table_model import AVG, Table1
 from gppo.analysis.tidy import BASE, SELECTION, axis_cell, axis_columns
+from gppo.stats import inference as S
 
 
 @dataclass

@@ -32,10 +32,10 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from gppo import metrics as M
-from gppo.analysis.stats import CONFIDENCE, adjust, mean_ci
 from gppo.analysis.vocabulary import EST_COLORS, EST_ORDER
 from gppo.cell import DEFAULT_EVAL_K
 from gppo.objectives.buckets import MU_BUCKETS
+from gppo.stats.inference import CONFIDENCE, adjust, mean_ci
 from gppo.store.records import StoreClient, fetch_records, latest_attempts
 from gppo.store.run_score import base_score, run_score
 from gppo.store.tracking import metric_steps

@@ -292,7 +292,7 @@ def clip_by_mu_frame(curves: pd.DataFrame) -> pd.DataFrame:
     The interval is over the runs pooled across divergences, so it states how well the data pin
     the displayed mean, not a difference between divergences.
     """
-    from gppo.analysis.stats import mean_ci
+    from gppo.stats.inference import mean_ci
 
     names = {M.clip_frac_bucket(b[0]): b[0] for b in M.MU_BUCKETS}
     data = curves[curves["metric"].isin(names) & curves["cell"].str.contains("/", regex=False)]

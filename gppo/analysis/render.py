@@ -18,7 +18,6 @@ import pandas as pd
 from tabulate import tabulate
 
 from gppo.analysis.cost import RowCost, TableCost
-from gppo.analysis.stats import CORRECTIONS, TESTS
 from gppo.analysis.table_model import AVG, NO_SPREAD, SAME_RUNS, Block, Entry, Row, Table1
 from gppo.analysis.vocabulary import (
     BASE_MODEL,
@@ -28,6 +27,7 @@ from gppo.analysis.vocabulary import (
     KNOWN_METHODS,
     OTHER_BASELINES,
 )
+from gppo.stats.inference import CORRECTIONS, TESTS
 
 FORMATS = ("md", "latex", "html", "csv")
 EXTENSIONS = {"md": "md", "latex": "tex", "html": "html", "csv": "csv"}
@@ -197,7 +197,7 @@ def _p_improve_note(ref: str) -> str:
 
 def _adaptive_notes(ref: str, test: str) -> list[str]:
     """The notes on Δ and the mark of a table of adaptive seeds (the rule of
-    :mod:`gppo.analysis.sequential`)."""
+    :mod:`gppo.stats.sequential`)."""
     return [
         f"Δ vs {ref}: Avg. minus {ref}'s Avg. in points at the row's last look of the adaptive"
         f" seeds rule [its interval valid under the design, see the note below];"
@@ -460,7 +460,7 @@ COST_TOTAL = "total"  # table1.csv's row with the table's total cost
 def _stop_fields(table: Table1, row: Row) -> dict[str, str]:
     """table1.csv's adaptive-seeds columns of one row: the stop's status, reason and seeds, and
     the Stopped text (the reference: ``reference``; the base model: empty)."""
-    from gppo.analysis.adaptive import OPEN
+    from gppo.stats.rounds import OPEN
 
     stop = row.stop
     text = stop_text(table, row)

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from gppo.analysis import stats as S
 from gppo.analysis.axes import PointTable, at_point
 from gppo.analysis.axes_report import AxesReport, write_axes_report
 from gppo.analysis.collect import Collected, collect
@@ -25,6 +24,7 @@ from gppo.analysis.table_model import Table1
 from gppo.analysis.tidy import axis_columns, read_scores_csv
 from gppo.cell import Cell
 from gppo.objectives.defaults import R_MIN, REFERENCE
+from gppo.stats import inference as S
 from gppo.store.state import State, SweepRef
 
 if TYPE_CHECKING:
@@ -135,8 +135,8 @@ def _deltas(cells: Sequence[Cell] | None) -> dict[str, float]:
 
 
 def parse_analysis(text: str | None) -> tuple[str | None, str | None]:
-    """``report --analysis``: a comma list of a test (:data:`gppo.analysis.stats.TESTS`) and/or
-    a correction (:data:`gppo.analysis.stats.CORRECTIONS`), e.g. ``pooled,holm`` -> ``("pooled",
+    """``report --analysis``: a comma list of a test (:data:`gppo.stats.inference.TESTS`) and/or
+    a correction (:data:`gppo.stats.inference.CORRECTIONS`), e.g. ``pooled,holm`` -> ``("pooled",
     "holm")``; what it leaves out is None (the spec's ``analysis:``, else the defaults). Raises
     ``ValueError`` in one line naming what is allowed."""
     test = correction = None
@@ -278,7 +278,6 @@ def _adaptive(plan: Plan | None, got: Collected, reference: str, ended: bool) ->
     spec's (the rounds compared the rows with the spec's)."""
     if plan is None or plan.spec.adaptive is None or reference != plan.spec.reference:
         return None
-    from gppo.analysis.adaptive import Rounds
     from gppo.analysis.adaptive_report import (
         cell_scores,
         failed_cells,
@@ -288,6 +287,7 @@ def _adaptive(plan: Plan | None, got: Collected, reference: str, ended: bool) ->
         stops_at,
         without_unneeded,
     )
+    from gppo.stats.rounds import Rounds
 
     rounds = Rounds.of_plan(plan)
     scores = cell_scores(got.runs)

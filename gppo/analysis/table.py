@@ -8,7 +8,7 @@ Numbers follow the paper (Table 1, §4.2):
   (27.65 -> 27.7);
 - relative change = (Avg - Avg_ref) / Avg_ref from the *displayed* averages, two decimals
   (41.5 vs 27.7 -> +49.82%);
-- several seeds (gppo/analysis/stats.py): mean over seeds [95% Student t CI]; the Avg entry is
+- several seeds (gppo/stats/inference.py): mean over seeds [95% Student t CI]; the Avg entry is
   the mean of the per-seed averages ``a_s = (1/B) Σ_b x_sb`` (seeds with every benchmark only;
   the others are named in a footnote) with the t CI of that mean (the run is the unit: a run is
   scored on every benchmark, so its scores stay together); Δ = Avg - Avg_ref in points with the
@@ -23,7 +23,7 @@ Numbers follow the paper (Table 1, §4.2):
   competition ranking (ties share a rank, the next rank is skipped: 1, 1, 3). ``highlight=
   "separated"`` (default) marks ranks 1-3 only where the data separate them: entries whose CIs
   do not separate them share a rank, and an entry is marked only if its CI and those above it
-  lie above the CIs of every entry below it (:func:`gppo.analysis.stats.separated_ranks`; one
+  lie above the CIs of every entry below it (:func:`gppo.stats.inference.separated_ranks`; one
   seed: nothing is highlighted); ``"ranks"`` highlights ranks 1-3 regardless (the paper's
   typography).
 """
@@ -36,7 +36,6 @@ from decimal import Decimal
 
 import pandas as pd
 
-from gppo.analysis import stats as S
 from gppo.analysis.cost import table_cost
 from gppo.analysis.table_model import (
     AVG,
@@ -56,6 +55,7 @@ from gppo.analysis.tidy import STATUSES
 from gppo.analysis.vocabulary import row_kind, row_order
 from gppo.objectives.defaults import REFERENCE
 from gppo.scores import pct, quantize
+from gppo.stats import inference as S
 from gppo.store.cost import Price
 from gppo.store.state import State
 

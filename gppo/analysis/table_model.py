@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from gppo.analysis import stats as S
 from gppo.analysis.cost import TableCost
+from gppo.stats import inference as S
 from gppo.store.state import State
 
 if TYPE_CHECKING:
-    from gppo.analysis.adaptive import RowStop
+    from gppo.stats.rounds import RowStop
 
 AVG = "avg"
 HIGHLIGHTS = ("separated", "ranks", "none")

@@ -237,7 +237,6 @@ def launch(
 ) -> None:
     """Run every unfinished cell as a Ray job (resumes: finished cells are skipped)."""
     p = _plan(spec, only_overrides(overrides))
-    from gppo.analysis.adaptive import Rounds
     from gppo.analysis.report import after_sweep
     from gppo.store.state import State
     from gppo.sweep.launch import Launcher
@@ -254,7 +253,6 @@ def launch(
         on_update=out.update,
         on_event=out.event,
         after_sweep=after_sweep,
-        rounds=Rounds.of_plan(p) if p.spec.adaptive is not None else None,
     )
     try:  # LaunchBusy and StoreNotShared (nothing written or submitted) end as one line
         with out:
@@ -316,10 +314,10 @@ def status(
 
     rounds = None
     if p.spec.adaptive is not None:
-        from gppo.analysis.adaptive import Rounds
+        from gppo.stats.rounds import Rounds
 
         rounds = Rounds.of_plan(p)
-    rows = sweep_status(p, address=address, needed=rounds.wanted if rounds else None)
+    rows = sweep_status(p, address=address)
     if as_json:
         sys.stdout.write(json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
         return

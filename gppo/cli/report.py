@@ -72,9 +72,9 @@ def report(
 ) -> None:
     """Write Table 1 (md/LaTeX/HTML/CSV) and Figures 1-2 into OUT and print the table."""
     from gppo.analysis import report as R
-    from gppo.analysis import stats as S
     from gppo.analysis.render import to_rich
     from gppo.grid import load_plan
+    from gppo.stats import inference as S
 
     csvs = list(from_csv or [])
     tokens = [str(spec), *(overrides or ())] if spec is not None else list(overrides or ())

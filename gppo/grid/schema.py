@@ -299,7 +299,7 @@ class AnalysisSpec(_Strict):
     look. ``correction``: ``bh`` (Benjamini-Hochberg, the default) or ``holm`` for Table 1's
     mark (the adaptive rule always holds the family-wise rate, Holm)."""
 
-    test: Literal["welch", "pooled"] = "welch"
+    test: Literal["welch", "pooled"] = defaults.TEST
     correction: Literal["bh", "holm"] = "bh"
 
 
@@ -307,12 +307,12 @@ class AdaptiveSeeds(_Strict):
     """``seeds: {min, max, batch, equivalence, first}``: adaptive seeds (issue 48). Every cell
     starts with ``min`` seeds (``first`` .. ``first + min - 1``); after each round the rows
     still undecided against the reference get ``batch`` more, and the reference with them, up
-    to ``max`` (:mod:`gppo.analysis.sequential`, :mod:`gppo.analysis.adaptive`). ``equivalence``: a margin
+    to ``max`` (:mod:`gppo.stats.sequential`, :mod:`gppo.stats.rounds`). ``equivalence``: a margin
     in points within which a row is shown equivalent (two one-sided tests); None: none."""
 
-    min: int = 2
-    max: int = 8
-    batch: int = 1
+    min: int = defaults.SEEDS_MIN
+    max: int = defaults.SEEDS_MAX
+    batch: int = defaults.SEEDS_BATCH
     equivalence: float | None = None
     #: the first seed: the cells' seeds are first, first + 1, ..., first + max - 1
     first: int = 0
@@ -343,7 +343,7 @@ class AdaptiveSeeds(_Strict):
 
 def seed_list(seeds: int | list[int] | AdaptiveSeeds) -> list[int]:
     """Every seed a cell may get: 0..n-1 for a count, the list, or first..first+max-1 for
-    adaptive seeds (the rounds run a prefix of it, :mod:`gppo.analysis.adaptive`)."""
+    adaptive seeds (the rounds run a prefix of it, :mod:`gppo.stats.rounds`)."""
     if isinstance(seeds, AdaptiveSeeds):
         return list(range(seeds.first, seeds.first + seeds.max))
     return list(range(seeds)) if isinstance(seeds, int) else list(seeds)

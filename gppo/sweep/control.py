@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gppo import metrics as M
 from gppo.errors import ClusterUnreachable
@@ -25,6 +25,9 @@ from gppo.sweep.cluster import Cluster, ensure_cluster, last_temp_dir, stop_loca
 from gppo.sweep.dispatcher import log_file
 from gppo.sweep.ray_http import JOBS_API_ERRORS
 from gppo.sweep.session import read_sweep, sweep_state_dir
+
+if TYPE_CHECKING:
+    from gppo.stats.rounds import Rounds
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +69,6 @@ class CellStatus:
 
 #: the state ``status`` shows for a cell adaptive seeds' rounds did not need
 UNNEEDED = "unneeded"
-#: what tells ``status`` the cells adaptive seeds' rounds need so far, given the DONE cells'
-#: scores (cell id -> points): :meth:`gppo.analysis.adaptive.Rounds.wanted`
-#: and the cells whose seed failed with no retry left
-Needed = Callable[[Mapping[str, float], Collection[str]], Collection[str]]
 
 
 def _cluster(plan: Plan, address: str | None) -> Cluster | None:
@@ -91,13 +90,11 @@ def _job_status(client: Any, sid: str) -> str | None:
         return None
 
 
-def sweep_status(
-    plan: Plan, *, address: str | None = None, needed: Needed | None = None
-) -> list[CellStatus]:
+def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
     """Per cell: state, latest attempt, step, latest train score, final eval, run id.
 
-    ``needed`` (adaptive seeds, from the analysis layer): asked with the DONE cells' scores, the
-    cells the rounds need so far; a pending cell outside them (and outside the group of
+    Adaptive seeds: :class:`gppo.stats.rounds.Rounds`, asked with the DONE cells' scores, says
+    the cells the rounds need so far; a pending cell outside them (and outside the group of
     identical cells of one of them) is ``unneeded``."""
     opened = read_sweep(plan)
     groups = opened[0].cell_runs(opened[1], plan.sweep_id) if opened else {}
@@ -145,17 +142,19 @@ def sweep_status(
         if derived.state is State.DONE:
             st.seed_score = run_score(run.data.metrics, cell.eval_k)
         out.append(st)
-    if needed is not None:
-        _mark_unneeded(plan, out, needed)
+    if plan.spec.adaptive is not None:
+        from gppo.stats.rounds import Rounds  # scipy: only for adaptive seeds
+
+        _mark_unneeded(plan, out, Rounds.of_plan(plan))
     return out
 
 
-def _mark_unneeded(plan: Plan, rows: list[CellStatus], needed: Needed) -> None:
+def _mark_unneeded(plan: Plan, rows: list[CellStatus], rounds: Rounds) -> None:
     """Mark the pending cells the rounds do not need (as the launcher's seed gate holds them
     back: a needed cell's whole group of identical cells is needed)."""
     scores = {r.cell: r.seed_score for r in rows if r.seed_score is not None}
     failed = {r.cell for r in rows if r.state is State.FAILED}
-    wanted = whole_groups(needed(scores, failed), run_groups(plan.cells))
+    wanted = whole_groups(rounds.wanted(scores, failed), run_groups(plan.cells))
     for r in rows:
         r.unneeded = r.state is State.PENDING and r.cell not in wanted
 

@@ -9,7 +9,7 @@ import json
 
 from gppo.cell import SEED_MARK, Cell
 from gppo.grid.load import Plan
-from gppo.grid.sharing import run_count, runs_text, shared_text
+from gppo.grid.sharing import runs_text, shared_text
 from gppo.sweep.budget import budget_lines, hours_text_short
 from gppo.sweep.forecast import Forecast, forecast, forecast_lines, wall_line
 
@@ -42,15 +42,16 @@ def plan_lines(plan: Plan, fc: Forecast | None = None) -> list[str]:
 def adaptive_lines(plan: Plan, fc: Forecast) -> list[str]:
     """``seeds: {min, max}``: the range of runs, from every row decided at the first look
     (``min`` seeds a cell) to every row run to ``max``, and the forecast at both ends (the
-    forecast above is the one at ``max``)."""
+    forecast above is the one at ``max``). The first round and the range are the rounds' own
+    (:meth:`gppo.stats.rounds.Rounds.first_round`, :meth:`~gppo.stats.rounds.Rounds.runs_range`),
+    the ones the report shows."""
+    from gppo.stats.rounds import Rounds  # scipy: only for adaptive seeds
+
     a = plan.spec.adaptive
     assert a is not None
-    rank = {seed: i for i, seed in enumerate(plan.spec.seed_list)}  # linear in the cells
-    first = [c.id for c in plan.cells if rank[c.seed] < a.min]
-    lo_runs, hi_runs = (
-        run_count([c for c in plan.cells if rank[c.seed] < a.min]),
-        run_count(plan.cells),
-    )
+    rounds = Rounds.of_plan(plan)
+    first = rounds.first_round()
+    lo_runs, hi_runs = rounds.runs_range()
     lo, _, _ = fc.total(first)
     hi, _, _ = fc.total()
     batch = f"{a.batch} more a round" if a.batch != 1 else "one more a round"

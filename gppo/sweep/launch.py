@@ -47,7 +47,7 @@ from gppo.sweep.outage import OutageClock
 from gppo.sweep.quiet import quiet_mlflow
 from gppo.sweep.result import AfterSweep, LaunchResult, close_launch
 from gppo.sweep.same_runs import SameRuns
-from gppo.sweep.seed_gate import SeedGate, SeedRounds
+from gppo.sweep.seed_gate import SeedGate
 from gppo.sweep.session import SweepContext, open_sweep, reconcile
 from gppo.sweep.signals import signals_set
 from gppo.sweep.watch import Watch, cluster_silent
@@ -82,7 +82,6 @@ class Launcher:
         stop_event: threading.Event | None = None,
         after_sweep: AfterSweep | None = None,
         unreachable_timeout_s: float | None = None,
-        rounds: SeedRounds | None = None,
     ) -> None:
         self.plan, self.address, self.detach = plan, address, detach
         self.max_concurrent = max_concurrent or plan.spec.ray.max_concurrent
@@ -108,12 +107,11 @@ class Launcher:
         #: the spec's budget, kept (None without one)
         self.keeper: Keeper | None = None
         #: adaptive seeds: the cells the rounds need so far (None: a fixed seeds count or list)
-        if plan.spec.adaptive is not None and rounds is None:
-            raise ValueError(
-                f"{plan.source}: seeds: {{min, max}} needs the rounds: "
-                "Launcher(plan, rounds=gppo.analysis.adaptive.Rounds.of_plan(plan))"
-            )
-        self.gate = SeedGate(rounds, self.same) if rounds is not None else None
+        self.gate: SeedGate | None = None
+        if plan.spec.adaptive is not None:
+            from gppo.stats.rounds import Rounds  # scipy: only for adaptive seeds
+
+            self.gate = SeedGate(Rounds.of_plan(plan), self.same)
 
     def run(self) -> LaunchResult:
         """Check the store is reachable from the cluster, hold the sweep's lock, dispatch.

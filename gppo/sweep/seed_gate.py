@@ -1,7 +1,7 @@
 """The launcher's side of adaptive seeds (``seeds: {min, max}``): which cells may start.
 
-The rounds themselves are the analysis layer's (:class:`gppo.analysis.adaptive.Rounds`, handed
-to :class:`~gppo.sweep.launch.Launcher` as ``rounds``): given the finished runs' scores they say
+The rounds themselves are :class:`gppo.stats.rounds.Rounds` (the one engine the reports replay
+too, built by :class:`~gppo.sweep.launch.Launcher` from the plan): given the finished runs' scores they say
 which cells the looks need so far. The gate keeps those scores (each DONE cell's
 :func:`gppo.store.run_score.run_score`, read once from its run), asks again whenever a cell
 finishes, and holds every other cell back. A cell the rounds never ask for is *unneeded*: the
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Collection, Iterable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING
 
 from gppo import metrics as M
 from gppo.grid.sharing import whole_groups
@@ -24,30 +24,20 @@ from gppo.sweep.attempts import DONE, FAILED, CellState
 from gppo.sweep.same_runs import SameRuns
 from gppo.sweep.session import SweepContext
 
+if TYPE_CHECKING:
+    from gppo.stats.rounds import Rounds
+
 log = logging.getLogger(__name__)
 
 #: runs read by one search of the store
 RUNS_PER_READ = 200
 
 
-class SeedRounds(Protocol):
-    """What the gate asks of the rounds (:class:`gppo.analysis.adaptive.Rounds`)."""
-
-    def wanted(self, scores: Mapping[str, float], failed: Collection[str] = ()) -> set[str]: ...
-
-    def cell_texts(
-        self,
-        scores: Mapping[str, float],
-        left: Collection[str] = (),
-        failed: Collection[str] = (),
-    ) -> dict[str, str]: ...
-
-
 class SeedGate:
     """Holds back the cells the rounds do not need yet; ``same``: the launch's groups of cells
     that are one run (a wanted cell's whole group is wanted: any member may be its runner)."""
 
-    def __init__(self, rounds: SeedRounds, same: SameRuns) -> None:
+    def __init__(self, rounds: Rounds, same: SameRuns) -> None:
         self.rounds, self.same = rounds, same
         self.scores: dict[str, float] = {}
         self.wanted: set[str] = set()

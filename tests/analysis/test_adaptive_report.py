@@ -13,7 +13,6 @@ import pytest
 import sweep.probe_backend  # noqa: F401  # registers the probe backend
 from typer.testing import CliRunner
 
-from gppo.analysis.adaptive import OPEN, Rounds, RowStop, row_of
 from gppo.analysis.adaptive_report import (
     RULE_DOC,
     cell_scores,
@@ -26,11 +25,12 @@ from gppo.analysis.adaptive_report import (
 from gppo.analysis.collect import collect
 from gppo.analysis.render import notes, render, to_rich
 from gppo.analysis.report import write_report
-from gppo.analysis.sequential import Design
 from gppo.analysis.table import build_table1
 from gppo.analysis.tidy import normalise
 from gppo.backends.cell_run import CellRun
 from gppo.grid import load_plan
+from gppo.stats.rounds import OPEN, Rounds, RowStop, row_of
+from gppo.stats.sequential import Design
 from gppo.sweep.dispatcher import submission_id
 
 BENCHES = ("add", "sub")

@@ -100,9 +100,9 @@ def test_welch_p_values_and_one_family_per_table(ref, rows, correction):
     """Welch's test (the default) is scipy's on each row's per-seed averages against the
     reference's, whatever the other rows hold; the mark is the correction over the rows
     compared, each once (a row on the reference's own runs is none)."""
-    from gppo.analysis import stats as S
     from gppo.analysis.table import build_table1
     from gppo.analysis.tidy import normalise
+    from gppo.stats import inference as S
 
     cells = {"tv/mc": ref, **{f"kl/r{i}": r for i, r in enumerate(rows)}, "chi2/mc": ref}
     frame = pd.DataFrame(

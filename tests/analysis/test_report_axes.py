@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gppo.analysis import stats as S
 from gppo.analysis.axes import at_point, best_point, point_tables, rank_summary
 from gppo.analysis.report import write_report_from_csv
 from gppo.analysis.table import build_table1
 from gppo.analysis.tidy import ReportInputError, read_scores_csv
+from gppo.stats import inference as S
 
 R = "calibration.r_min"
 LR = "local.lr"

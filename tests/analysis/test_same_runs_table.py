@@ -76,7 +76,7 @@ def test_the_tidy_csv_keeps_the_marks(tmp_path) -> None:
 def test_the_family_counts_each_comparison_once() -> None:
     """Issue 58: a row on the reference's own runs is no comparison and leaves the family
     unchanged; the adjusted p-values are the correction over the other rows alone."""
-    from gppo.analysis import stats as S
+    from gppo.stats import inference as S
 
     for test in ("welch", "pooled"):
         with_follower = {r.cell: r for r in build_table1(_tidy(), test=test).blocks[0].rows}

@@ -12,13 +12,13 @@ import pytest
 import sweep.probe_backend  # noqa: F401  # registers the probe backend
 
 from gppo import metrics as M
-from gppo.analysis.adaptive import Rounds
 from gppo.analysis.adaptive_report import cell_scores, without_unneeded
 from gppo.analysis.collect import collect
 from gppo.analysis.exploration_contrasts import runs_frame
 from gppo.backends.cell_run import CellRun
 from gppo.grid import load_plan
 from gppo.grid.sharing import run_groups, whole_groups
+from gppo.stats.rounds import Rounds
 from gppo.store.follower import costs_nothing
 from gppo.sweep.control import sweep_status
 from gppo.sweep.dispatcher import submission_id

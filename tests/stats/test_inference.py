@@ -1,4 +1,4 @@
-"""gppo/analysis/stats.py: properties (hypothesis), an independent PI, and null calibration."""
+"""gppo/stats/inference.py: properties (hypothesis), an independent PI, and null calibration."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from gppo.analysis import stats as S
+from gppo.stats import inference as S
 
 score = st.floats(0, 100, allow_nan=False).map(lambda v: round(v, 1))  # ties happen
 column = st.lists(score, min_size=1, max_size=6)

@@ -15,13 +15,13 @@ with Applications to Clinical Trials*, 2000):
    34, 1947; Satterthwaite, Biometrics Bull. 2, 1946): no row borrows the reference's or another
    row's variance, so a noisier reference or one erratic row does not inflate the error. With
    the pooled test (``"pooled"``): ``se = s sqrt(1/n + 1/m)``, ``s²`` the within-cell variance
-   pooled over the table's rows (:func:`gppo.analysis.stats.pooled_variance`), on
+   pooled over the table's rows (:func:`gppo.stats.inference.pooled_variance`), on
    ``df = Σ_g (n_g - 1)``: more power at 2-3 seeds, valid only where every cell's seeds scatter
    alike (``benchmarks/error_rate.py`` measures both).
 2. The look's information fraction is ``t = n_eff / max``, ``n_eff = 2nm / (n + m)``; the planned
    looks are at ``min, min + batch, ..., max`` seeds. The bounds ``c_j`` spend the row's level
    ``α_r`` over the looks with Kim & DeMets's power function ``α t^4`` (or Lan-DeMets's
-   O'Brien-Fleming type, ``spending="obf"``; :mod:`gppo.analysis.spending`); the last planned
+   O'Brien-Fleming type, ``spending="obf"``; :mod:`gppo.stats.spending`); the last planned
    look spends all that is left. The exponent 4 and the futility threshold (6.) were chosen on
    the quick start's effects by ``benchmarks/sim_adaptive_seeds.py`` (O'Brien-Fleming type with
    5%: 70.0% of the fixed sweep's runs, power up to 0.052 lower; ``α t^4`` with 3%: 69.6%,
@@ -34,7 +34,7 @@ with Applications to Clinical Trials*, 2000):
    ``df`` is small: 5.4% for a lone pair at 2-8 seeds (df 2 to 14). Pooling over the table keeps
    ``df`` usable (17 rows and the reference at 2 seeds: df = 18, error under α); a pool with
    under 10 df at the first look spends a smaller α instead (4.5% for that pair), calibrated by a
-   seeded simulation of its null t statistics (:func:`gppo.analysis.spending.t_calibrated_alpha`).
+   seeded simulation of its null t statistics (:func:`gppo.stats.spending.t_calibrated_alpha`).
    Welch's test calibrates every row as such a lone pair (``groups`` = 2: with equal seeds on
    both sides the pooled t of a pair is Welch's t, on at least Welch's df, so the calibration
    errs on the safe side). The benchmarks (``benchmarks/sim_adaptive_seeds.py``,
@@ -75,7 +75,7 @@ sweep at ``max`` seeds (the benchmark measures how much).
 pay for it with wider bounds at any given n than a design that knows its looks and its ``max``;
 their t versions are asymptotic or need a prior on the variance, neither apt at 2-10 runs. A
 group-sequential design is the textbook answer for a handful of planned looks;
-:mod:`gppo.analysis.spending` computes its bounds.
+:mod:`gppo.stats.spending` computes its bounds.
 
 :func:`decide` takes one table's scores; :func:`decide_batch` the same rule on arrays of many
 simulated tables at once (it is what :func:`decide` calls).
@@ -91,8 +91,9 @@ import numpy as np
 import numpy.typing as npt
 from scipy import stats
 
-from gppo.analysis import spending
-from gppo.analysis.stats import ALPHA, DEFAULT_TEST, TESTS, pooled_variance
+from gppo.objectives import defaults
+from gppo.stats import spending
+from gppo.stats.inference import ALPHA, DEFAULT_TEST, TESTS, pooled_variance
 
 CONTINUE, SEPARATED, EQUIVALENT, FUTILE = 0, 1, 2, 3
 #: status code -> the word reports use
@@ -112,13 +113,13 @@ class Design:
     """The adaptive design of one table: ``seeds: {min, max}``, the batch per round, ``α``, the
     equivalence margin in points (None: no equivalence decisions), the size of the correction's
     family (``rows``; None: the rows given to :func:`decide`), the correction, the futility
-    threshold, the spending function (:data:`gppo.analysis.spending.SPENDING`) and the test
-    (``welch``, the default, or ``pooled``: :data:`gppo.analysis.stats.TESTS`). Bad values
+    threshold, the spending function (:data:`gppo.stats.spending.SPENDING`) and the test
+    (``welch``, the default, or ``pooled``: :data:`gppo.stats.inference.TESTS`). Bad values
     raise ``ValueError`` in one line naming the field."""
 
-    min_seeds: int = 2
-    max_seeds: int = 8
-    batch: int = 1
+    min_seeds: int = defaults.SEEDS_MIN
+    max_seeds: int = defaults.SEEDS_MAX
+    batch: int = defaults.SEEDS_BATCH
     alpha: float = ALPHA
     margin: float | None = None
     rows: int | None = None
@@ -158,7 +159,7 @@ def _thresholds(design: Design, family: int, n_eff: float, groups: int) -> np.nd
     """Nominal two-sided levels of a look at ``n_eff`` effective seeds, at the levels
     ``α / L`` for ``L = 0..family`` (shape ``(family + 1,)``; index 0 unused, 0.0), each
     level first t-calibrated for a pool of ``groups`` groups
-    (:func:`gppo.analysis.spending.t_calibrated_alpha`)."""
+    (:func:`gppo.stats.spending.t_calibrated_alpha`)."""
     looks = design.looks
     planned = [c for c in looks if c < n_eff - 1e-9]
     fractions = spending.look_fractions([*planned, n_eff], design.max_seeds)

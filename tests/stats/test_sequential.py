@@ -1,4 +1,4 @@
-"""gppo/analysis/sequential.py and spending.py: the adaptive-seeds rule (issue 48): published
+"""gppo/stats/sequential.py and spending.py: the adaptive-seeds rule (issue 48): published
 bounds, properties of the rule (hypothesis), and the A/A error by simulation."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from gppo.analysis import spending
-from gppo.analysis.sequential import SEPARATED, Design, decide
+from gppo.stats import spending
+from gppo.stats.sequential import SEPARATED, Design, decide
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 from sequential_sim import normal_noise, simulate  # a benchmark tool, not installed

@@ -1,5 +1,5 @@
 """Group-sequential boundaries from an alpha-spending function, for the adaptive-seeds rule
-(:mod:`gppo.analysis.sequential`).
+(:mod:`gppo.stats.sequential`).
 
 A comparison is looked at after ``n_1 < n_2 < ... <= max`` seeds. Its information at a look is
 ``I = 1 / se²`` with ``se² = σ² (1/n + 1/m)`` (n seeds of the row, m of the reference), and its
@@ -22,14 +22,14 @@ Clinical Trials*, 2000, §3.1 and ch. 19).
   integration of Armitage, McPherson & Rowe (JRSS A 132, 1969) on a Simpson grid (ch. 19 of the
   book); a final look spends what is left of α whatever its fraction;
 - :func:`nominal_levels`: the bounds as two-sided nominal p-values ``2 (1 - Φ(c_j))``, the form in
-  which :mod:`gppo.analysis.sequential` applies them to a t statistic (the "significance level
+  which :mod:`gppo.stats.sequential` applies them to a t statistic (the "significance level
   approach" of Jennison & Turnbull §3.8 for an unknown variance);
 - :func:`t_calibrated_alpha`: the smaller α to spend where the pooled variance has few degrees
   of freedom, so that those t tests hold α jointly (a seeded simulation of null paths).
 
 Everything here is deterministic; the bounds and the calibration are cached on their arguments.
 The bounds of Lan-DeMets's O'Brien-Fleming-type design (``kind="obf"``) with 5 equally spaced
-looks at α = 0.05 are 4.877, 3.357, 2.680, 2.290, 2.031 (``tests/analysis/test_sequential.py``
+looks at α = 0.05 are 4.877, 3.357, 2.680, 2.290, 2.031 (``tests/stats/test_sequential.py``
 checks them).
 """
 

@@ -3,7 +3,7 @@ runs' scores.
 
 A plan's cells form one table per axis point (a cell that an axis does not move stands in every
 table); a table's rows are its cells over seeds (``tv/mc``, ``gspo``), one of them the spec's
-reference. :func:`replay` plays the rule of :mod:`gppo.analysis.sequential` look by look on the
+reference. :func:`replay` plays the rule of :mod:`gppo.stats.sequential` look by look on the
 scores there are (a run's avg@k averaged over its benchmarks, in points): each look needs the
 rows still open and the reference at the look's seed count; a look whose seeds have all finished
 is decided and the next one begins; the first look with a seed missing is the round under way,
@@ -28,10 +28,10 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from gppo.analysis.sequential import CONTINUE, STATUS_NAMES, Design, RowDecision, decide
-from gppo.analysis.stats import DEFAULT_TEST
 from gppo.cell import Cell
 from gppo.grid.sharing import run_key
+from gppo.stats.inference import DEFAULT_TEST
+from gppo.stats.sequential import CONTINUE, STATUS_NAMES, Design, RowDecision, decide
 
 #: a row not yet decided (its round under way, or left by the budget)
 OPEN = "open"
@@ -44,7 +44,7 @@ REFERENCE_FAILED = "reference seed failed"
 
 
 def design_of(spec: Any, rows: int | None = None) -> Design:
-    """The :class:`~gppo.analysis.sequential.Design` of a spec's ``seeds: {min, max, batch,
+    """The :class:`~gppo.stats.sequential.Design` of a spec's ``seeds: {min, max, batch,
     equivalence}`` and ``analysis.test`` (``rows``: the correction's family, the rows compared
     with the reference)."""
     a = spec.adaptive

@@ -1,4 +1,4 @@
-"""The rounds of adaptive seeds replayed on a plan (:mod:`gppo.analysis.adaptive`, issue 48):
+"""The rounds of adaptive seeds replayed on a plan (:mod:`gppo.stats.rounds`, issue 48):
 what each round asks for, that the state is the data (a relaunch asks for the same cells), per
 axis point, and the rows' stops."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from gppo.analysis.adaptive import BUDGET, OPEN, Rounds, row_of
 from gppo.grid import load_plan
+from gppo.stats.rounds import BUDGET, OPEN, Rounds, row_of
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "configs" / "quickstart.yaml"
 #: rows far from the reference (points); every other row is the reference's distribution

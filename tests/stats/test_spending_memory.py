@@ -10,8 +10,8 @@ import tracemalloc
 import pytest
 import sweep.probe_backend  # noqa: F401  # registers the probe backend
 
-from gppo.analysis import spending
 from gppo.grid import load_plan
+from gppo.stats import spending
 from gppo.sweep.estimate import plan_lines
 
 MB = 1 << 20

@@ -51,6 +51,8 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import stats
 
+from gppo.objectives import defaults
+
 CONFIDENCE = 0.95
 ALPHA = 0.05
 N_RESAMPLES = 2000
@@ -67,7 +69,7 @@ TESTS = {
     ),
 }
 #: Table 1's test and the adaptive rule's by default (docs/statistics.md argues the choice)
-DEFAULT_TEST = "welch"
+DEFAULT_TEST = defaults.TEST
 Interval = tuple[float, float]
 
 _RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
@@ -136,7 +138,7 @@ def mean_ci(x: Sequence[float], confidence: float = CONFIDENCE) -> Interval | No
     with every benchmark (the run is the unit); a benchmark column: that benchmark's per-seed
     scores. Not a bootstrap: with 3 seeds a percentile bootstrap of the mean spans about
     ``±1.96 · 0.82 s / sqrt(3)`` against the t interval's ``±4.30 s / sqrt(3)`` and covers
-    the true mean in about 3 draws of 4, not 19 of 20 (``tests/analysis/test_stats.py``)."""
+    the true mean in about 3 draws of 4, not 19 of 20 (``tests/stats/test_inference.py``)."""
     arr = np.asarray(x, dtype=float)
     if arr.size < 2:
         return None
