@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from gppo.analysis.collect import paid_by_cell
+from gppo.analysis.data.collect import paid_by_cell
 from gppo.grid import load_plan
 from gppo.grid.load import Plan
 from gppo.grid.sharing import run_groups

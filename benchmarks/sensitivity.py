@@ -151,10 +151,10 @@ def estimator_order(tidy: pd.DataFrame, domain: str, avgs: pd.DataFrame) -> dict
 
 def _tidy(args: argparse.Namespace) -> pd.DataFrame:
     if args.csv:
-        from gppo.analysis.tidy import read_scores_csv
+        from gppo.analysis.data.tidy import read_scores_csv
 
         return read_scores_csv(args.csv)
-    from gppo.analysis.collect import collect
+    from gppo.analysis.data.collect import collect
     from gppo.grid import load_plan
     from gppo.store.records import find_sweep
 

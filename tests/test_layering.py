@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("backends",),
     ("testbed",),
     ("store",),
-    ("cell", "metrics", "scores", "processes"),
+    ("cell", "metrics", "score_format", "processes"),
     ("objectives",),
     ("registry",),
     ("errors",),

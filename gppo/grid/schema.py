@@ -49,7 +49,7 @@ Fields and defaults::
                                    turns CPU-/GPU-hours into money wherever they are shown
     budget: null                   {gpu_hours, cpu_hours, runs} (any of them): the launcher starts
                                    no run whose forecast would take the sweep past one
-                                   (docs/cost.md; :mod:`gppo.sweep.budget`)
+                                   (docs/cost.md; :mod:`gppo.sweep.planning.budget`)
     analysis: {test: welch, correction: bh}   Table 1's test against the reference (welch |
                                    pooled; also the adaptive rule's) and its mark's correction
                                    (bh | holm); docs/statistics.md
@@ -173,7 +173,7 @@ class Tracking(_Strict):
     experiment: str | None = None
     #: the user confirms that a local ``uri`` (SQLite file / folder) is on a filesystem every Ray
     #: node mounts at the same path; without it a remote ``ray.address`` with a local store is
-    #: refused (:mod:`gppo.sweep.guard`).
+    #: refused (:mod:`gppo.sweep.cluster.guard`).
     shared_filesystem: bool = False
     #: seconds the tracking server may go without answering the launcher before it stops with
     #: :class:`gppo.errors.TrackingUnreachable` (running jobs and their runs are left for a
@@ -210,7 +210,7 @@ class ResourceSpec(_Strict):
 class LocalHead(_Strict):
     """Resources of the local Ray head the launcher starts when no ``ray.address`` is given
     (``ray start --num-cpus/--num-gpus``). Logical, not checked against the hardware. A field left
-    None is filled by :func:`gppo.sweep.cluster.local_head_for` from what the backend needs (a verl
+    None is filled by :func:`gppo.sweep.cluster.connect.local_head_for` from what the backend needs (a verl
     CPU run's fake GPUs, since verl asks Ray for GPU bundles), else Ray detects it."""
 
     num_cpus: int | None = Field(None, ge=1)

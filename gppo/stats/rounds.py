@@ -118,7 +118,7 @@ class TableRounds:
         round under way needs (and every cell an earlier look used), the looks completed. The
         correction's family is this table's rows compared with the reference (one axis point;
         a row on the reference's own runs is none), as Table 1's
-        (:func:`gppo.analysis.table.comparison_family`).
+        (:func:`gppo.analysis.tables.table1.comparison_family`).
 
         ``failed``: cells whose seed failed with no retry left (issue 57): a row with such a
         seed among a look's stops there as ``failed`` (reason ``seed failed``), leaves the

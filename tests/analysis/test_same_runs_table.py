@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gppo.analysis.render import to_markdown
-from gppo.analysis.table import build_table1
-from gppo.analysis.table_model import SAME_RUNS
-from gppo.analysis.tidy import normalise, read_scores_csv
+from gppo.analysis.data.tidy import normalise, read_scores_csv
+from gppo.analysis.tables.render import to_markdown
+from gppo.analysis.tables.table1 import build_table1
+from gppo.analysis.tables.table1_model import SAME_RUNS
 
 BENCHES = ("b1", "b2")
 

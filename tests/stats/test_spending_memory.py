@@ -12,7 +12,7 @@ import sweep.probe_backend  # noqa: F401  # registers the probe backend
 
 from gppo.grid import load_plan
 from gppo.stats import spending
-from gppo.sweep.estimate import plan_lines
+from gppo.sweep.planning.plan_summary import plan_lines
 
 MB = 1 << 20
 
