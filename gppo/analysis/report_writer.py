@@ -275,8 +275,8 @@ class _Adaptive:
 
 
 def _adaptive(plan: Plan | None, got: Collected, reference: str, ended: bool) -> _Adaptive | None:
-    """Adaptive seeds (the rounds replayed on the runs' scores, :mod:`gppo.analysis.
-    adaptive_report`); None for a fixed seeds count or list, or a reference other than the
+    """Adaptive seeds (the rounds replayed on the runs' scores,
+    :mod:`gppo.analysis.tables.adaptive_stops`); None for a fixed seeds count or list, or a reference other than the
     spec's (the rounds compared the rows with the spec's)."""
     if plan is None or plan.spec.adaptive is None or reference != plan.spec.reference:
         return None

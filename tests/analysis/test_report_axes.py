@@ -1,5 +1,5 @@
-"""Reports of a sweep with axes (gppo/analysis/tables/axis_tables.py, axes_report.py, axis_figure.py) from tidy
-CSVs with axis columns: a Table 1 per point with one correction over every comparison, the
+"""Reports of a sweep with axes (gppo/analysis/tables/axis_tables.py, axis_report_writer.py,
+figures/axis_figure.py) from tidy CSVs with axis columns: a Table 1 per point with one correction over every comparison, the
 CSV's axis columns, the rank-stability summary, each cell at its best point, the page."""
 
 from __future__ import annotations

@@ -129,8 +129,8 @@ class Table1:
     #: the comparisons corrected together when more than this table's (a sweep with axes:
     #: every point's, :func:`gppo.analysis.tables.axis_tables.recorrect`), as the † note names them
     family: str | None = None
-    #: adaptive seeds: the note on the design's intervals (:func:`gppo.analysis.
-    #: adaptive_report.design_note`); set, the table has the column Stopped
+    #: adaptive seeds: the note on the design's intervals
+    #: (:func:`gppo.analysis.tables.adaptive_stops.design_note`); set, the table has the column Stopped
     adaptive: str | None = None
 
     def mark(self, reason: str | None) -> str:
