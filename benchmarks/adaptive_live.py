@@ -23,12 +23,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from gppo.analysis import stats as S
-from gppo.analysis.adaptive import Rounds, row_of
-from gppo.analysis.collect import paid_by_cell
+from gppo.analysis.data.collect import paid_by_cell
 from gppo.grid import load_plan
 from gppo.grid.load import Plan
 from gppo.grid.sharing import run_groups
+from gppo.stats import inference as S
+from gppo.stats.rounds import Rounds, row_of
 from gppo.store.follower import costs_nothing
 from gppo.store.health import refusal_naming_client
 from gppo.store.records import fetch_records, find_sweep, latest_attempts

@@ -105,7 +105,7 @@ def timed(fn):
 def measure(folder: Path, name: str, axis: str, n: int) -> tuple[int, float, float]:
     from typer.testing import CliRunner
 
-    from gppo.analysis.report import write_report
+    from gppo.analysis.report_writer import write_report
     from gppo.cli import app
     from gppo.grid.load import load_plan
     from gppo.store.records import find_sweep

@@ -1,4 +1,4 @@
-"""How close ``plan``'s cost forecast (gppo/sweep/forecast.py) comes to what the sweep then costs.
+"""How close ``plan``'s cost forecast (gppo/sweep/planning/forecast.py) comes to what the sweep then costs.
 
 On the testbed: an *earlier* sweep of the spec with other seeds fills a store (or ``--earlier
 DIR`` names a working directory that holds one: its ``mlflow.db``); then the spec's own sweep is
@@ -39,8 +39,8 @@ from gppo.backends.local.timing import cache_path
 from gppo.grid import load_plan
 from gppo.store.comparable import sweep_spent
 from gppo.store.cost import fmt_hours
-from gppo.sweep.forecast import Forecast, forecast
-from gppo.sweep.progress_log import fmt_duration
+from gppo.sweep.monitor.launch_log import fmt_duration
+from gppo.sweep.planning.forecast import Forecast, forecast
 
 TARGETS = {"store": 0.15, "pre-flight": 0.35}
 ROOT = Path(__file__).resolve().parents[1]

@@ -31,10 +31,10 @@ from typing import Any
 from gppo import metrics as M
 from gppo.grid import load_plan
 from gppo.store.tracking import Tracking
-from gppo.sweep.attempts import RUNNING, AttemptDriver, CellState, Limits
-from gppo.sweep.dispatcher import Attempt, Dispatcher
 from gppo.sweep.launch import Launcher
-from gppo.sweep.outage import OutageClock
+from gppo.sweep.running.attempts import RUNNING, AttemptDriver, CellState, Limits
+from gppo.sweep.running.dispatcher import Attempt, Dispatcher
+from gppo.sweep.running.outage import OutageClock
 
 
 class StubJobs:

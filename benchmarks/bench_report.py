@@ -29,9 +29,9 @@ from mlflow import MlflowClient
 from sqlalchemy import insert
 
 from gppo import metrics as M
-from gppo.analysis.collect import collect
-from gppo.analysis.render import FORMATS, render
-from gppo.analysis.table import build_table1
+from gppo.analysis.data.collect import collect
+from gppo.analysis.tables.render import FORMATS, render
+from gppo.analysis.tables.table1 import build_table1
 from gppo.store.records import find_sweep, search_all, sweep_filter
 
 DIVERGENCES = ("tv", "hellinger", "chi2", "kl", "js")

@@ -181,7 +181,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     args = ap.parse_args()
     from gppo.grid import load_plan
-    from gppo.sweep.cluster import start_local_head, stop_local_head
+    from gppo.sweep.cluster.connect import start_local_head, stop_local_head
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="gbench") as d:

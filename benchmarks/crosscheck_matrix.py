@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from crosscheck.matrix import PAIRWISE, full_product, run_combo
 
-from gppo.sweep.cluster import start_local_head, stop_local_head
+from gppo.sweep.cluster.connect import start_local_head, stop_local_head
 
 
 def main() -> int:

@@ -28,7 +28,7 @@ from scipy import stats
 from sequential_sim import SCENARIOS, normal_noise, scenario, simulate
 from sim_adaptive_seeds import QUICKSTART, SAME_RUNS
 
-from gppo.analysis.sequential import SEPARATED, Design
+from gppo.stats.sequential import SEPARATED, Design
 
 #: the promise: every case's upper 95% bound at most this
 PROMISE = 0.055

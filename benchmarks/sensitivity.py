@@ -30,8 +30,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from gppo.analysis.stats import strata_mean_ci
 from gppo.analysis.vocabulary import DIV_ORDER
+from gppo.stats.inference import strata_mean_ci
 from gppo.store.state import State
 
 
@@ -131,7 +131,7 @@ def rank_stability(avgs: pd.DataFrame) -> dict[str, float]:
 
 def estimator_order(tidy: pd.DataFrame, domain: str, avgs: pd.DataFrame) -> dict[str, object]:
     """Per estimator: the mean over divergences of the cells' seed means, its t CI with the cells as
-    independent strata (:func:`gppo.analysis.stats.strata_mean_ci`)."""
+    independent strata (:func:`gppo.stats.inference.strata_mean_ci`)."""
     grid = [c for c in avgs.index if "/" in c]
     out: dict[str, object] = {}
     for est in ("mc", "atomic", "binary"):
@@ -151,10 +151,10 @@ def estimator_order(tidy: pd.DataFrame, domain: str, avgs: pd.DataFrame) -> dict
 
 def _tidy(args: argparse.Namespace) -> pd.DataFrame:
     if args.csv:
-        from gppo.analysis.tidy import read_scores_csv
+        from gppo.analysis.data.tidy import read_scores_csv
 
         return read_scores_csv(args.csv)
-    from gppo.analysis.collect import collect
+    from gppo.analysis.data.collect import collect
     from gppo.grid import load_plan
     from gppo.store.records import find_sweep
 

@@ -1,7 +1,7 @@
-"""Simulated sweeps under the adaptive-seeds rule (:mod:`gppo.analysis.sequential`) and Table 1's
+"""Simulated sweeps under the adaptive-seeds rule (:mod:`gppo.stats.sequential`) and Table 1's
 fixed test, vectorised over sweeps: a test and benchmark tool, not part of the installed package
 (``benchmarks/error_rate.py`` and ``benchmarks/sim_adaptive_seeds.py`` print its tables;
-``tests/analysis/test_sequential.py`` checks the A/A error with a few hundred sweeps).
+``tests/stats/test_sequential.py`` checks the A/A error with a few hundred sweeps).
 
 A simulated table has K rows and the reference; row k's per-seed scores are ``effect_k + e_k``
 and the reference's ``e_0``, each group's noise drawn by its own ``Noise(rng, shape)`` (issue 58:
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import stats
 
-from gppo.analysis.sequential import CONTINUE, EQUIVALENT, SEPARATED, Design, decide_batch
+from gppo.stats.sequential import CONTINUE, EQUIVALENT, SEPARATED, Design, decide_batch
 
 Noise = Callable[[np.random.Generator, tuple[int, ...]], np.ndarray]
 TESTS = ("welch", "pooled")

@@ -1,5 +1,5 @@
 """Adaptive seeds by simulation (issue 48): the A/A error of the rule in
-``gppo/analysis/sequential.py`` and its runs and power against a fixed sweep at ``max`` seeds.
+``gppo/stats/sequential.py`` and its runs and power against a fixed sweep at ``max`` seeds.
 
 (a) **A/A**: every cell of a table the same distribution; the share of sweeps with any row
 separated from the reference (a wrong separation) and its Clopper-Pearson 95% interval, for
@@ -38,7 +38,7 @@ from sequential_sim import (  # benchmarks/, beside this script
 )
 from tabulate import tabulate
 
-from gppo.analysis.sequential import EQUIVALENT, FUTILE, SEPARATED, Design
+from gppo.stats.sequential import EQUIVALENT, FUTILE, SEPARATED, Design
 
 RUNS_CSV = Path(__file__).resolve().parents[1] / "docs" / "data" / "exploration-runs.csv"
 SEED_SD = 2.0

@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 from mlflow import MlflowClient
 
-from gppo.analysis import exploration_contrasts as C
+from gppo.analysis.tables import exploration_contrasts as C
 from gppo.analysis.vocabulary import EST_NAMES
 from gppo.grid import load_plan
 from gppo.objectives.buckets import MU_BUCKETS

@@ -59,9 +59,9 @@ def test_a_registry_writable_by_others_is_refused_and_nothing_is_signalled(tmpdi
     assert "writable by others" in str(refused.value) and "\n" not in str(refused.value)
     ended = processes.end_attempt("gppo-s-c-a1", grace_s=0.5)
     assert ended.found == [] and bystander.poll() is None  # not signalled
-    from gppo.backends.local import forkhost
+    from gppo.backends.local import forkserver_manager
 
-    with pytest.raises(UnsafeRegistry), forkhost.running({}):
+    with pytest.raises(UnsafeRegistry), forkserver_manager.running({}):
         pass  # a launch with the fork server stops here, before anything is started
 
 

@@ -11,7 +11,7 @@ import pytest
 import typer
 
 from gppo import errors
-from gppo.cli.errors import fail, one_line_errors
+from gppo.cli.exit_codes import fail, one_line_errors
 
 ROOT = Path(__file__).resolve().parents[1] / "gppo"
 

@@ -20,7 +20,7 @@ from gppo.cli import app
 from gppo.grid import load_plan
 from gppo.store import deadline
 from gppo.store.deadline import read_within
-from gppo.sweep.forecast import PREFLIGHT, forecast, forecast_lines
+from gppo.sweep.planning.forecast import PREFLIGHT, forecast, forecast_lines
 
 
 def free_port() -> int:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from gppo.analysis.tidy import ALIAS_CELLS, BASE, BASELINES
+from gppo.analysis.data.tidy import ALIAS_CELLS, BASE, BASELINES
 from gppo.registry import LazyMapping
 
 #: Row order of the divergences and estimators: the paper's Table 1 display order (TV, Hellinger,
@@ -31,7 +31,7 @@ def _display_names() -> dict[str, dict[str, str]]:
 
 _NAMES: Mapping[str, dict[str, str]] = LazyMapping(_display_names)
 #: display names, read from the registries on first use: divergences (``chi2`` -> ``χ²``;
-#: ``alpha:<a>``: :func:`gppo.analysis.render.divergence_name`), estimators, baselines
+#: ``alpha:<a>``: :func:`gppo.analysis.tables.render.divergence_name`), estimators, baselines
 DIV_NAMES: Mapping[str, str] = LazyMapping(lambda: _NAMES["divergence"])
 EST_NAMES: Mapping[str, str] = LazyMapping(lambda: _NAMES["estimator"])
 BASELINE_NAMES: Mapping[str, str] = LazyMapping(lambda: {b: _NAMES["method"][b] for b in BASELINES})

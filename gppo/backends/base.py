@@ -168,7 +168,7 @@ class Backend(ABC, Generic[SettingsT]):
     def step_timing(self, cell: Cell) -> StepTiming | None:
         """One training step of ``cell`` (and the work around a run's steps) timed on this
         machine, for ``plan``'s cost forecast when the store has no comparable runs
-        (:mod:`gppo.sweep.forecast`); ``None`` (the default): the backend cannot time one in
+        (:mod:`gppo.sweep.planning.forecast`); ``None`` (the default): the backend cannot time one in
         seconds here (verl and TRL start a trainer: their ``check --train-step`` is the measure)."""
         return None
 

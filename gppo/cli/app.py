@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import typer
 
 from gppo.cli.args import OverridesArg, only_overrides, positionals
-from gppo.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, fail, one_line_errors
+from gppo.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, fail, one_line_errors
 from gppo.cli.help_text import flowing
 
 app = typer.Typer(
@@ -42,7 +42,7 @@ AddressOpt = Annotated[
 
 
 def command(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``app.command()`` whose errors end as one line and their code (:mod:`gppo.cli.errors`)."""
+    """``app.command()`` whose errors end as one line and their code (:mod:`gppo.cli.exit_codes`)."""
 
     def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
         app.command(name=name, help=flowing(fn.__doc__))(one_line_errors(fn))
@@ -102,10 +102,10 @@ def plan(
     if resolved:
         _print_resolved(p)
         return
-    from gppo.sweep.budget import check_budget
-    from gppo.sweep.forecast import forecast
+    from gppo.sweep.planning.budget import check_budget
+    from gppo.sweep.planning.forecast import forecast
 
-    # the cost forecast (gppo.sweep.forecast), before anything is printed: a budget below one
+    # the cost forecast (gppo.sweep.planning.forecast), before anything is printed: a budget below one
     # run is refused in one line (--json prints no forecast: none made without a budget)
     fc = forecast(p) if not as_json or p.spec.budget else None
     if fc is not None:
@@ -132,7 +132,9 @@ def plan(
         )
         console.print(f"{r['cell']}: ", end="", markup=False, highlight=False)
         console.print(f"{env} {r['command']}", markup=False, highlight=False, soft_wrap=True)
-    from gppo.sweep.estimate import plan_lines  # axes, run count, the forecast, the budget
+    from gppo.sweep.planning.plan_summary import (
+        plan_lines,  # axes, run count, the forecast, the budget
+    )
 
     for line in plan_lines(p, fc):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
@@ -237,11 +239,10 @@ def launch(
 ) -> None:
     """Run every unfinished cell as a Ray job (resumes: finished cells are skipped)."""
     p = _plan(spec, only_overrides(overrides))
-    from gppo.analysis.adaptive import Rounds
-    from gppo.analysis.report import after_sweep
+    from gppo.analysis.report_writer import after_sweep
     from gppo.store.state import State
     from gppo.sweep.launch import Launcher
-    from gppo.sweep.progress import LaunchOutput
+    from gppo.sweep.monitor.terminal import LaunchOutput
 
     console = _console()
     slots = max_concurrent or p.spec.ray.max_concurrent
@@ -254,7 +255,6 @@ def launch(
         on_update=out.update,
         on_event=out.event,
         after_sweep=after_sweep,
-        rounds=Rounds.of_plan(p) if p.spec.adaptive is not None else None,
     )
     try:  # LaunchBusy and StoreNotShared (nothing written or submitted) end as one line
         with out:
@@ -264,7 +264,9 @@ def launch(
             "interrupted before dispatch started; nothing submitted", EXIT_INTERRUPTED
         ) from None
     out.summary(result)
-    if result.left:  # the budget's (gppo.sweep.budget): pending, for a relaunch with a larger one
+    if (
+        result.left
+    ):  # the budget's (gppo.sweep.planning.budget): pending, for a relaunch with a larger one
         console.print(f"left by the budget ({len(result.left)} runs):", highlight=False)
         for cell_id, why in result.left.items():
             console.print(f"  {cell_id}: {why}", markup=False, highlight=False)
@@ -278,7 +280,7 @@ def launch(
         if st.state is State.FAILED:
             console.print(f"[red]failed[/red] {st.cell.id}: {st.note}", highlight=False)
     if result.report is not None:
-        from gppo.analysis.render import print_table1
+        from gppo.analysis.tables.render import print_table1
 
         axes = getattr(result.report, "axes", None)
         if axes is not None:  # one table of many: the spec's own point (all: table1.md)
@@ -312,21 +314,21 @@ def status(
     seeds the cells the rounds did not need are ``unneeded`` and each row that has stopped says
     why (``kl/atomic: separated at 4 seeds, Δ -3.1 [-5.9, -0.4]``)."""
     p = _plan(spec, only_overrides(overrides))
-    from gppo.sweep.control import sweep_status
+    from gppo.sweep.monitor.commands import sweep_status
 
     rounds = None
     if p.spec.adaptive is not None:
-        from gppo.analysis.adaptive import Rounds
+        from gppo.stats.rounds import Rounds
 
         rounds = Rounds.of_plan(p)
-    rows = sweep_status(p, address=address, needed=rounds.wanted if rounds else None)
+    rows = sweep_status(p, address=address)
     if as_json:
         sys.stdout.write(json.dumps([r.to_dict() for r in rows], indent=1) + "\n")
         return
     from gppo.store.cost import Hours
     from gppo.store.state import State
-    from gppo.sweep.forecast import forecast, status_lines
-    from gppo.sweep.progress import status_table
+    from gppo.sweep.monitor.terminal import status_table
+    from gppo.sweep.planning.forecast import forecast, status_lines
 
     console = _console()
     console.print(f"sweep {p.sweep_id}")
@@ -337,7 +339,7 @@ def status(
     )
     open_ids = [r.cell for r in rows if r.state != State.DONE and not r.unneeded]
     if rounds is not None:
-        from gppo.analysis.adaptive_report import stop_lines
+        from gppo.analysis.tables.adaptive_stops import stop_lines
 
         scores = {r.cell: r.seed_score for r in rows if r.seed_score is not None}
         failed = {r.cell for r in rows if r.state == State.FAILED}  # no retry left
@@ -366,7 +368,7 @@ def logs(
     """Print the job log of a cell's latest attempt."""
     (cell,), overrides = positionals(args, ("CELL",), required=1)
     p = _plan(spec, overrides)
-    from gppo.sweep.control import cell_logs
+    from gppo.sweep.monitor.commands import cell_logs
 
     for chunk in cell_logs(p, cell, address=address, follow=follow):
         sys.stdout.write(chunk)
@@ -390,7 +392,7 @@ def cancel(
     cells, overrides = positionals(args, ("[CELL]",))
     cell = cells[0] if cells else None
     p = _plan(spec, overrides)
-    from gppo.sweep.control import cancel as do_cancel
+    from gppo.sweep.monitor.commands import cancel as do_cancel
 
     stopped = do_cancel(p, cell, address=address)
     typer.echo(f"stopped {len(stopped)} cell(s)" + (f": {', '.join(stopped)}" if stopped else ""))
@@ -411,7 +413,7 @@ def ui(
     import os
 
     from gppo.store.uri import is_tracking_server, resolve_tracking_uri
-    from gppo.sweep.ui import ENV_HOME, JOB_EXECUTION, serve, sweep_urls
+    from gppo.sweep.monitor.mlflow_ui import ENV_HOME, JOB_EXECUTION, serve, sweep_urls
 
     p = _plan(spec, only_overrides(overrides))
     uri = resolve_tracking_uri(p.spec.tracking.uri)
@@ -440,7 +442,7 @@ def ui(
     if open_browser:
         import subprocess
 
-        code = "import sys; from gppo.sweep.ui import wait_and_open; wait_and_open(*sys.argv[1:])"
+        code = "import sys; from gppo.sweep.monitor.mlflow_ui import wait_and_open; wait_and_open(*sys.argv[1:])"
         helpers.append(subprocess.Popen([sys.executable, "-c", code, target, f"{base}/health"]))
     mlflow = str(Path(sys.executable).with_name("mlflow"))
     argv = [mlflow, "server", "--backend-store-uri", uri, "--host", host, "--port", str(port)]

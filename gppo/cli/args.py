@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from gppo.cli.errors import fail
+from gppo.cli.exit_codes import fail
 
 OVERRIDES_HELP = (
     "spec overrides, KEY=VALUE with a dotted path of the spec and a YAML value, applied as "

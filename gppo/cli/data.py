@@ -11,7 +11,7 @@ import typer
 
 from gppo.backends.base import BACKENDS, get_backend
 from gppo.cell import DEFAULT_BACKEND
-from gppo.cli.errors import fail
+from gppo.cli.exit_codes import fail
 from gppo.errors import GppoError
 
 data_app = typer.Typer(help="Prepare datasets for a backend's cells.", no_args_is_help=True)

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from gppo.cli.args import OVERRIDES_HELP
-from gppo.cli.errors import EXIT_USAGE, fail
+from gppo.cli.exit_codes import EXIT_USAGE, fail
 from gppo.objectives.defaults import R_MIN, REFERENCE
 
 if TYPE_CHECKING:
@@ -71,10 +71,10 @@ def report(
     ] = None,
 ) -> None:
     """Write Table 1 (md/LaTeX/HTML/CSV) and Figures 1-2 into OUT and print the table."""
-    from gppo.analysis import report as R
-    from gppo.analysis import stats as S
-    from gppo.analysis.render import to_rich
+    from gppo.analysis import report_writer as R
+    from gppo.analysis.tables.render import to_rich
     from gppo.grid import load_plan
+    from gppo.stats import inference as S
 
     csvs = list(from_csv or [])
     tokens = [str(spec), *(overrides or ())] if spec is not None else list(overrides or ())
@@ -159,7 +159,7 @@ def regions(
     """Draw Figure 1 (proximal regions vs μ) and print the bounds at a few μ values."""
     from rich.table import Table
 
-    from gppo.analysis import figures as F
+    from gppo.analysis.figures import paper_figures as F
     from gppo.analysis.vocabulary import DIV_ORDER, EST_ORDER  # the paper's grid, Table 1's order
 
     divs = list(divergence or DIV_ORDER)

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from gppo.cli.args import OverridesArg, only_overrides
-from gppo.cli.errors import EXIT_FAILED, EXIT_INTERRUPTED, fail
+from gppo.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, fail
 
 
 def tune(
@@ -57,8 +57,8 @@ def tune(
     from gppo.sweep.tuning import load_tune_spec, report_dir, write_report
     from gppo.sweep.tuning.cells import check_spec
     from gppo.sweep.tuning.percell import cell_specs
-    from gppo.sweep.tuning.report import write_cell_report
     from gppo.sweep.tuning.spec import TUNE_FORBIDDEN, TUNE_ROOTS, with_overrides
+    from gppo.sweep.tuning.study_report import write_cell_report
 
     ts = with_overrides(  # a malformed spec (TuneSpecError) ends as one line, exit 2
         load_tune_spec(spec, only_overrides(overrides)),  # an explicit option wins over one
@@ -102,8 +102,8 @@ def _run_study(sub: Any, spec: Path, console: Any) -> Any:
     from gppo.errors import StoreNotShared, TuneError
     from gppo.store.uri import redact
     from gppo.sweep.tuning import run_tuning
-    from gppo.sweep.tuning.progress import Progress
     from gppo.sweep.tuning.study import make_storage, storage_url
+    from gppo.sweep.tuning.study_progress import Progress
 
     url = storage_url(sub)
     if not url.startswith("sqlite"):  # a server's refused login: one line, nothing started

@@ -7,7 +7,6 @@ convert between a spec's YAML shape (the backend's section named after it) and :
 """
 
 from gppo.cell import Cell, Resources
-from gppo.grid.errors import SpecError
 from gppo.grid.expand import expand, sweep_id
 from gppo.grid.load import (
     Plan,
@@ -19,6 +18,7 @@ from gppo.grid.load import (
     spec_to_yaml,
 )
 from gppo.grid.schema import GridSpec
+from gppo.grid.spec_errors import SpecError
 
 __all__ = [
     "Cell",

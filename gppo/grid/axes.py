@@ -26,8 +26,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from gppo.grid.errors import SpecError, from_validation_error, short
 from gppo.grid.schema import GridSpec
+from gppo.grid.spec_errors import SpecError, from_validation_error, short
 
 #: the most runs (cells x axis points x seeds) one spec may expand to
 MAX_RUNS = 10_000

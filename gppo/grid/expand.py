@@ -21,8 +21,8 @@ from typing import Any
 
 from gppo.cell import Cell, Resources, cell_id, match_cell_key
 from gppo.grid import registries
-from gppo.grid.errors import SpecError, from_validation_error
 from gppo.grid.schema import GridSpec, Override, ResourceSpec
+from gppo.grid.spec_errors import SpecError, from_validation_error
 from gppo.objectives.aggregation import check_agg_mode
 from gppo.objectives.checks import check_dual_clip, check_ratio_bounds
 

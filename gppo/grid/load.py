@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gppo.cell import DEFAULT_BACKEND, Cell
-from gppo.grid.errors import SpecError, from_validation_error
 from gppo.grid.expand import expand, sweep_id
 from gppo.grid.schema import GridSpec
+from gppo.grid.spec_errors import SpecError, from_validation_error
 
 if TYPE_CHECKING:
     from gppo.grid.overrides import SpecOverride

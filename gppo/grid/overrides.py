@@ -33,8 +33,8 @@ from typing import Any, Union, get_args, get_origin
 from pydantic import BaseModel
 
 from gppo.cell import DEFAULT_BACKEND
-from gppo.grid.errors import SpecError, format_path, short
 from gppo.grid.schema import GridSpec, Override
+from gppo.grid.spec_errors import SpecError, format_path, short
 
 #: the roots of verl's own Hydra config (``verl/trainer/config/ppo_trainer.yaml``)
 VERL_HYDRA_ROOTS = (

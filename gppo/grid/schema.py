@@ -49,7 +49,7 @@ Fields and defaults::
                                    turns CPU-/GPU-hours into money wherever they are shown
     budget: null                   {gpu_hours, cpu_hours, runs} (any of them): the launcher starts
                                    no run whose forecast would take the sweep past one
-                                   (docs/cost.md; :mod:`gppo.sweep.budget`)
+                                   (docs/cost.md; :mod:`gppo.sweep.planning.budget`)
     analysis: {test: welch, correction: bh}   Table 1's test against the reference (welch |
                                    pooled; also the adaptive rule's) and its mark's correction
                                    (bh | holm); docs/statistics.md
@@ -173,7 +173,7 @@ class Tracking(_Strict):
     experiment: str | None = None
     #: the user confirms that a local ``uri`` (SQLite file / folder) is on a filesystem every Ray
     #: node mounts at the same path; without it a remote ``ray.address`` with a local store is
-    #: refused (:mod:`gppo.sweep.guard`).
+    #: refused (:mod:`gppo.sweep.cluster.guard`).
     shared_filesystem: bool = False
     #: seconds the tracking server may go without answering the launcher before it stops with
     #: :class:`gppo.errors.TrackingUnreachable` (running jobs and their runs are left for a
@@ -210,7 +210,7 @@ class ResourceSpec(_Strict):
 class LocalHead(_Strict):
     """Resources of the local Ray head the launcher starts when no ``ray.address`` is given
     (``ray start --num-cpus/--num-gpus``). Logical, not checked against the hardware. A field left
-    None is filled by :func:`gppo.sweep.cluster.local_head_for` from what the backend needs (a verl
+    None is filled by :func:`gppo.sweep.cluster.connect.local_head_for` from what the backend needs (a verl
     CPU run's fake GPUs, since verl asks Ray for GPU bundles), else Ray detects it."""
 
     num_cpus: int | None = Field(None, ge=1)
@@ -299,7 +299,7 @@ class AnalysisSpec(_Strict):
     look. ``correction``: ``bh`` (Benjamini-Hochberg, the default) or ``holm`` for Table 1's
     mark (the adaptive rule always holds the family-wise rate, Holm)."""
 
-    test: Literal["welch", "pooled"] = "welch"
+    test: Literal["welch", "pooled"] = defaults.TEST
     correction: Literal["bh", "holm"] = "bh"
 
 
@@ -307,12 +307,12 @@ class AdaptiveSeeds(_Strict):
     """``seeds: {min, max, batch, equivalence, first}``: adaptive seeds (issue 48). Every cell
     starts with ``min`` seeds (``first`` .. ``first + min - 1``); after each round the rows
     still undecided against the reference get ``batch`` more, and the reference with them, up
-    to ``max`` (:mod:`gppo.analysis.sequential`, :mod:`gppo.analysis.adaptive`). ``equivalence``: a margin
+    to ``max`` (:mod:`gppo.stats.sequential`, :mod:`gppo.stats.rounds`). ``equivalence``: a margin
     in points within which a row is shown equivalent (two one-sided tests); None: none."""
 
-    min: int = 2
-    max: int = 8
-    batch: int = 1
+    min: int = defaults.SEEDS_MIN
+    max: int = defaults.SEEDS_MAX
+    batch: int = defaults.SEEDS_BATCH
     equivalence: float | None = None
     #: the first seed: the cells' seeds are first, first + 1, ..., first + max - 1
     first: int = 0
@@ -343,7 +343,7 @@ class AdaptiveSeeds(_Strict):
 
 def seed_list(seeds: int | list[int] | AdaptiveSeeds) -> list[int]:
     """Every seed a cell may get: 0..n-1 for a count, the list, or first..first+max-1 for
-    adaptive seeds (the rounds run a prefix of it, :mod:`gppo.analysis.adaptive`)."""
+    adaptive seeds (the rounds run a prefix of it, :mod:`gppo.stats.rounds`)."""
     if isinstance(seeds, AdaptiveSeeds):
         return list(range(seeds.first, seeds.first + seeds.max))
     return list(range(seeds)) if isinstance(seeds, int) else list(seeds)

@@ -11,8 +11,8 @@ import os
 import re
 from pathlib import Path
 
-from gppo.grid.errors import SpecError
 from gppo.grid.json_schema import MODELINE, SHIPPED
+from gppo.grid.spec_errors import SpecError
 
 TEMPLATES = Path(__file__).with_name("starters")
 

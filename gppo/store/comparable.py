@@ -3,7 +3,7 @@
 Read only: a store that does not exist is never created (the caller checks first). Two runs are
 comparable when their :func:`gppo.store.cost.cost_key` (tag ``gppo.cost_key``, written at
 submission) is equal; their logged ``cost/wall_s`` is what a new run with that key is forecast
-from (:mod:`gppo.sweep.forecast`).
+from (:mod:`gppo.sweep.planning.forecast`).
 """
 
 from __future__ import annotations

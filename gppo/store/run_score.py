@@ -15,12 +15,12 @@ from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 
 from gppo import metrics as M
-from gppo.scores import pct, quantize
+from gppo.score_format import pct, quantize
 
 
 def points(fractions: Iterable[float]) -> float | None:
     """The mean of avg@k fractions in points (``100 * mean``), computed exactly in decimal as
-    Table 1 averages a seed's benchmarks (:func:`gppo.scores.pct`) and returned as the nearest
+    Table 1 averages a seed's benchmarks (:func:`gppo.score_format.pct`) and returned as the nearest
     float, so that it prints as Table 1 does (:func:`score_text`); None for no value."""
     values = [pct(v) for v in fractions]
     return float(sum(values, Decimal(0)) / len(values)) if values else None

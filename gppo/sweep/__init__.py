@@ -1,10 +1,19 @@
 """Dispatch: every cell of a sweep as one Ray job logging into its own MLflow run.
 
+The folders, by concern: the launch itself (:mod:`.launch`, :mod:`.session` the resume rules,
+:mod:`.result`, :mod:`.signals`, :mod:`.quiet`); ``running/``, an attempt's life (dispatcher,
+attempt driver, the adaptive seeds' gate, identical cells run once, outage clocks and the
+services' watch); ``cluster/``, the Ray cluster and who holds the sweep (attach or start a head,
+Ray's HTTP API, the launch lock and its lease, the owner record, the store-reachability guard);
+``monitor/``, what the user watches (``status``/``logs``/``cancel``, the terminal's live table,
+the launch log, the MLflow UI server); ``planning/``, what a sweep will cost (the forecast,
+``plan``'s summary, the budget the launcher keeps); ``tuning/``, Optuna on the same parts.
+
 ``import gppo.sweep`` imports nothing heavy: Ray and MLflow load only when a module below is used
 (``from gppo.sweep import Launcher`` imports :mod:`.launch` on first use). The library API (what
 ``gppo-sweep launch`` and the tuner use):
 
-Cluster (:mod:`gppo.sweep.cluster`)
+Cluster (:mod:`gppo.sweep.cluster.connect`)
     ``ensure_cluster(address, state_dir, start=True) -> Cluster | None``: ``address`` or
     ``RAY_ADDRESS`` -> that cluster's Jobs API; else the local head recorded in
     ``state_dir/cluster.json`` if alive; else (``start``) a new detached local head on
@@ -16,7 +25,7 @@ The store (:mod:`gppo.store`)
     :mod:`gppo.store`, one layer below; the sweep, the tuner, the backends' entrypoints and the
     reports all use it.
 
-Dispatcher (:mod:`gppo.sweep.dispatcher`)
+Dispatcher (:mod:`gppo.sweep.running.dispatcher`)
     ``Dispatcher(cluster, tracking, experiment_id=, parent_run_id=, sweep_id=, kill_grace_s=)``;
     ``.submit(cell, job, attempt=, run_id=None, role=, extra_tags=) -> Attempt`` creates the
     attempt's child run (tags of :mod:`gppo.metrics`, params = the cell's settings) THEN submits
@@ -31,28 +40,28 @@ Dispatcher (:mod:`gppo.sweep.dispatcher`)
     processes, then its run;
     ``.attach(cell, run)`` rebuilds an :class:`Attempt` from a run's tags (re-attach).
 
-Attempts (:mod:`gppo.sweep.attempts`)
+Attempts (:mod:`gppo.sweep.running.attempts`)
     ``AttemptDriver(dispatcher, limits, ...)``: submit, one status round, stall limits, end,
     retry with exponential backoff, each change an ``Event`` (submitted, running, step,
     finished, failed, retrying, stalled, killed, ended, stopped, outage, recovered); the
     launcher and the tuner
-    both drive it. The driver runs only the cluster's :class:`~gppo.sweep.outage.OutageClock`
+    both drive it. The driver runs only the cluster's :class:`~gppo.sweep.running.outage.OutageClock`
     (its status rounds and submissions); the tracking server's clock is the owner's
-    (:class:`~gppo.sweep.watch.Watch` holds both).
+    (:class:`~gppo.sweep.running.service_watch.Watch` holds both).
 
 Launch (:mod:`gppo.sweep.launch`)
     ``Launcher(plan, address=, max_concurrent=, detach=, poll_s=1.0, on_update=, on_event=,
     stop_event=).run() -> LaunchResult``: reconcile with the store and the cluster (resume rules
     in :mod:`gppo.sweep.session`), gate concurrency, drive the cells' attempts, Ctrl-C/SIGTERM
     stops jobs (or leaves them with ``detach``), then its ``after_sweep`` hook (the CLI passes
-    :func:`gppo.analysis.report.after_sweep`).
+    :func:`gppo.analysis.report_writer.after_sweep`).
     :func:`gppo.sweep.session.open_session` bundles store + experiment + parent run + cluster
     (the tuner opens its study's session with it); ``open_sweep`` adds the plan.
 
-Owner (:mod:`gppo.sweep.owner`): who drives a sweep or a study (host, pid, start time), read by
-the lock (:mod:`gppo.sweep.lock`) and the tuner's crash recovery.
+Owner (:mod:`gppo.sweep.cluster.owner`): who drives a sweep or a study (host, pid, start time), read by
+the lock (:mod:`gppo.sweep.cluster.lock`) and the tuner's crash recovery.
 
-Control (:mod:`gppo.sweep.control`): ``sweep_status``, ``cell_logs``, ``cancel``.
+Status, logs, cancel (:mod:`gppo.sweep.monitor.commands`): ``sweep_status``, ``cell_logs``, ``cancel``.
 
 What outlives the launcher: with no address, the local Ray head (a detached ``ray start --head
 --block`` process whose address and pid are in ``.gppo/<sweep>/cluster.json`` next to the store)
@@ -68,11 +77,11 @@ from gppo.registry import lazy_exports
 _EXPORTS = {
     "Launcher": "launch",
     "LaunchResult": "result",
-    "CellState": "attempts",
-    "ensure_cluster": "cluster",
-    "stop_local_head": "cluster",
-    "sweep_status": "control",
-    "cancel": "control",
+    "CellState": "running.attempts",
+    "ensure_cluster": "cluster.connect",
+    "stop_local_head": "cluster.connect",
+    "sweep_status": "monitor.commands",
+    "cancel": "monitor.commands",
 }
 
 __all__ = sorted(_EXPORTS)

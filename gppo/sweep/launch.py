@@ -2,12 +2,12 @@
 
 Which cells run and which re-attach is :func:`gppo.sweep.session.reconcile`'s (the resume
 rules). The attempts themselves (submit, one status round, stall limits, end, retry with backoff, the
-events a display prints) are :class:`gppo.sweep.attempts.AttemptDriver`'s; the waits on a silent
-cluster or tracking server are :class:`gppo.sweep.watch.Watch`'s; what the launch returns and how
+events a display prints) are :class:`gppo.sweep.running.attempts.AttemptDriver`'s; the waits on a silent
+cluster or tracking server are :class:`gppo.sweep.running.service_watch.Watch`'s; what the launch returns and how
 it ends are :mod:`gppo.sweep.result`'s. This module adds the rounds around them.
-One launcher per sweep at a time, whatever the store (:mod:`gppo.sweep.lock`: a file lock next to
+One launcher per sweep at a time, whatever the store (:mod:`gppo.sweep.cluster.lock`: a file lock next to
 a local store, a lease in the sweep's parent run on a tracking server). A remote Ray cluster with
-a store only this machine sees is refused before anything is written (:mod:`gppo.sweep.guard`).
+a store only this machine sees is refused before anything is written (:mod:`gppo.sweep.cluster.guard`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,13 @@ from gppo.grid.load import Plan
 from gppo.store.comparable import sweep_spent
 from gppo.store.health import fail_fast
 from gppo.store.tracking import latest_metric, store_exception
-from gppo.sweep.attempts import (
+from gppo.sweep.cluster.guard import check_store_reachable, resolve_address
+from gppo.sweep.cluster.lock import sweep_lock
+from gppo.sweep.planning.budget import Keeper
+from gppo.sweep.planning.forecast import forecast
+from gppo.sweep.quiet import quiet_mlflow
+from gppo.sweep.result import AfterSweep, LaunchResult, close_launch
+from gppo.sweep.running.attempts import (
     ENDING,
     OPEN,
     PENDING,
@@ -38,19 +44,13 @@ from gppo.sweep.attempts import (
     Event,
     Limits,
 )
-from gppo.sweep.budget import Keeper
-from gppo.sweep.dispatcher import Dispatcher
-from gppo.sweep.forecast import forecast
-from gppo.sweep.guard import check_store_reachable, resolve_address
-from gppo.sweep.lock import sweep_lock
-from gppo.sweep.outage import OutageClock
-from gppo.sweep.quiet import quiet_mlflow
-from gppo.sweep.result import AfterSweep, LaunchResult, close_launch
-from gppo.sweep.same_runs import SameRuns
-from gppo.sweep.seed_gate import SeedGate, SeedRounds
+from gppo.sweep.running.dispatcher import Dispatcher
+from gppo.sweep.running.identical_cells import SameRuns
+from gppo.sweep.running.outage import OutageClock
+from gppo.sweep.running.seed_gate import SeedGate
+from gppo.sweep.running.service_watch import Watch, cluster_silent
 from gppo.sweep.session import SweepContext, open_sweep, reconcile
 from gppo.sweep.signals import signals_set
-from gppo.sweep.watch import Watch, cluster_silent
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Launcher:
     """Runs one launch of a sweep; :meth:`run` returns when no cell is pending or running.
 
     ``on_update(result)`` is called after every round (a live table); ``on_event(event)`` with
-    each :class:`~gppo.sweep.attempts.Event` as it happens (the launch log)."""
+    each :class:`~gppo.sweep.running.attempts.Event` as it happens (the launch log)."""
 
     def __init__(
         self,
@@ -82,7 +82,6 @@ class Launcher:
         stop_event: threading.Event | None = None,
         after_sweep: AfterSweep | None = None,
         unreachable_timeout_s: float | None = None,
-        rounds: SeedRounds | None = None,
     ) -> None:
         self.plan, self.address, self.detach = plan, address, detach
         self.max_concurrent = max_concurrent or plan.spec.ray.max_concurrent
@@ -108,17 +107,16 @@ class Launcher:
         #: the spec's budget, kept (None without one)
         self.keeper: Keeper | None = None
         #: adaptive seeds: the cells the rounds need so far (None: a fixed seeds count or list)
-        if plan.spec.adaptive is not None and rounds is None:
-            raise ValueError(
-                f"{plan.source}: seeds: {{min, max}} needs the rounds: "
-                "Launcher(plan, rounds=gppo.analysis.adaptive.Rounds.of_plan(plan))"
-            )
-        self.gate = SeedGate(rounds, self.same) if rounds is not None else None
+        self.gate: SeedGate | None = None
+        if plan.spec.adaptive is not None:
+            from gppo.stats.rounds import Rounds  # scipy: only for adaptive seeds
+
+            self.gate = SeedGate(Rounds.of_plan(plan), self.same)
 
     def run(self) -> LaunchResult:
         """Check the store is reachable from the cluster, hold the sweep's lock, dispatch.
 
-        Raises :class:`gppo.sweep.guard.StoreNotShared` or :class:`gppo.sweep.lock.LaunchBusy`
+        Raises :class:`gppo.sweep.cluster.guard.StoreNotShared` or :class:`gppo.sweep.cluster.lock.LaunchBusy`
         before anything is submitted."""
         from gppo.store.uri import resolve_tracking_uri
 
@@ -270,7 +268,7 @@ class Launcher:
 
     def _next_round(self, ctx: SweepContext, result: LaunchResult) -> None:
         """Adaptive seeds: read the newly finished cells' scores, ask the rounds which cells
-        they need now (:mod:`gppo.sweep.seed_gate`); the others are ``result.unneeded``."""
+        they need now (:mod:`gppo.sweep.running.seed_gate`); the others are ``result.unneeded``."""
         if self.gate is None:
             return
         self.gate.observe(ctx, result.cells.values(), left=self._left(result.cells))
@@ -292,7 +290,7 @@ class Launcher:
         return left
 
     def _budget(self, ctx: SweepContext, cells: dict[str, CellState]) -> Keeper | None:
-        """The spec's budget (:mod:`gppo.sweep.budget`) with the sweep's spend so far, or None;
+        """The spec's budget (:mod:`gppo.sweep.planning.budget`) with the sweep's spend so far, or None;
         the runs a relaunch re-attached (RUNNING) are counted at their forecast until they end."""
         budget = self.plan.spec.budget
         if budget is None:
@@ -327,7 +325,7 @@ class Launcher:
                     self.driver.progressed(running[run.info.run_id], got[1], got[0])
 
     def stall_timeout_s(self, cell: Cell, *, first_step: bool = False) -> float:
-        """:meth:`gppo.sweep.attempts.Limits.stall_s` of this sweep's ``retries``."""
+        """:meth:`gppo.sweep.running.attempts.Limits.stall_s` of this sweep's ``retries``."""
         return Limits(self.retries, self.backend).stall_s(cell, first_step=first_step)
 
     # -- endings ---------------------------------------------------------------------------------

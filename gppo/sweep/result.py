@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gppo.store.state import State, SweepRef
-from gppo.sweep.attempts import DONE, RUNNING, CellState
+from gppo.sweep.running.attempts import DONE, RUNNING, CellState
 from gppo.sweep.session import SweepContext
 
 log = logging.getLogger(__name__)
@@ -35,10 +35,10 @@ class LaunchResult:
     ref: SweepRef | None = None
     #: what the ``after_sweep`` hook returned (the report), when it ran
     report: Any = None
-    #: the cells the budget left pending, with why (gppo.sweep.budget); a relaunch with a larger
+    #: the cells the budget left pending, with why (gppo.sweep.planning.budget); a relaunch with a larger
     #: budget runs them
     left: dict[str, str] = field(default_factory=dict)
-    #: adaptive seeds: the cells the rounds did not need (:mod:`gppo.sweep.seed_gate`); a sweep
+    #: adaptive seeds: the cells the rounds did not need (:mod:`gppo.sweep.running.seed_gate`); a sweep
     #: is complete without them
     unneeded: set[str] = field(default_factory=set)
 

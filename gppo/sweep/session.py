@@ -2,7 +2,7 @@
 settle what already ran before a launch (or a tuner) drives anything.
 
 A tuning study is a sweep too (:func:`open_session` with its own sweep id): the same store,
-parent run, state dir, cluster and :class:`~gppo.sweep.dispatcher.Dispatcher`; only the grid
+parent run, state dir, cluster and :class:`~gppo.sweep.running.dispatcher.Dispatcher`; only the grid
 :class:`~gppo.grid.load.Plan` (the cells known up front) is the launcher's own
 (:class:`SweepContext`).
 
@@ -36,9 +36,9 @@ from gppo.store.state import ACTIVE_JOB as ACTIVE
 from gppo.store.state import cell_state
 from gppo.store.tracking import Tracking, attempt_of, is_finished, log_metrics
 from gppo.store.uri import resolve_tracking_uri, state_root, store_exists
-from gppo.sweep.attempts import DONE, RUNNING, CellState
-from gppo.sweep.cluster import Cluster, ensure_cluster, local_head_for, stop_local_head
-from gppo.sweep.dispatcher import Attempt, Dispatcher
+from gppo.sweep.cluster.connect import Cluster, ensure_cluster, local_head_for, stop_local_head
+from gppo.sweep.running.attempts import DONE, RUNNING, CellState
+from gppo.sweep.running.dispatcher import Attempt, Dispatcher
 
 
 def state_dir_of(tracking_uri: str | None, sweep_id: str) -> Path:

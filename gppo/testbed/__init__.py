@@ -15,7 +15,7 @@ models and the same evaluator from here. Modules, one job each:
 * base models: :mod:`.settings` (the base-model settings and the RL defaults, one home for every
   backend's section), :mod:`.warmstart` (the warm start: key, build, load), :mod:`.shipped` and
   ``base_models/`` (the shipped bases and their records), :mod:`.ship` (``python -m
-  gppo.testbed.ship``: build and ship one), :mod:`.tempered` (the shipped base at a temperature
+  gppo.testbed.make_shipped_base``: build and ship one), :mod:`.tempered` (the shipped base at a temperature
   folded into its final layer, ``base_temperature``, and its levels' records), :mod:`.base_eval`
   (a base's step-0 avg@k, cached);
 * Hugging Face: :mod:`.hf_export` (the policy as ``GPT2LMHeadModel`` and back), :mod:`.hf_assets`

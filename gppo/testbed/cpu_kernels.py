@@ -28,7 +28,7 @@ Where it is applied (each a process that imports torch): the job environment of 
 CPU cell (:func:`job_env`), the local fork server's start environment (it imports torch once for
 the launch's cells) and, first thing, every cell entrypoint (:func:`apply`: ``python -m
 gppo.backends.local|trl|verl``, which run the warm start and the evaluator in-process) and
-``python -m gppo.testbed.ship``. The libraries read these variables when they first compute, so
+``python -m gppo.testbed.make_shipped_base``. The libraries read these variables when they first compute, so
 :func:`apply` must run before torch's first operation; :func:`in_effect` says what torch is using.
 
 The **natural** mode (``cpu_kernels: natural``) leaves the kernels to the machine: faster on an

@@ -13,8 +13,8 @@ nothing.
 
 Rebuild and re-ship a base with :mod:`.ship` (then commit both files)::
 
-    python -m gppo.testbed.ship --domain math
-    python -m gppo.testbed.ship --domain math --set warmstart_target=0.1
+    python -m gppo.testbed.make_shipped_base --domain math
+    python -m gppo.testbed.make_shipped_base --domain math --set warmstart_target=0.1
 """
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ def tempered_record(domain: str, tau: float) -> dict[str, Any] | None:
 
 def measure(domain: str, tau: float) -> dict[str, Any]:
     """One level's record: the domain's shipped base loaded at ``base_temperature`` τ, as a cell
-    loads it, scored by :func:`gppo.testbed.ship.base_scores`."""
-    from gppo.testbed.ship import base_scores
+    loads it, scored by :func:`gppo.testbed.make_shipped_base.base_scores`."""
+    from gppo.testbed.make_shipped_base import base_scores
     from gppo.testbed.warmstart import load_base_model
 
     def refuse(line: str) -> None:

@@ -17,7 +17,7 @@ from gppo.backends.cell_run import CellRun
 from gppo.cell import axis_suffix, cell_id
 from gppo.store.state import SweepRef
 from gppo.store.tracking import Tracking
-from gppo.sweep.dispatcher import submission_id
+from gppo.sweep.running.dispatcher import submission_id
 
 DATA = Path(__file__).parent / "data"
 

@@ -13,8 +13,10 @@ import pytest
 import sweep.probe_backend  # noqa: F401  # registers the probe backend
 from typer.testing import CliRunner
 
-from gppo.analysis.adaptive import OPEN, Rounds, RowStop, row_of
-from gppo.analysis.adaptive_report import (
+from gppo.analysis.data.collect import collect
+from gppo.analysis.data.tidy import normalise
+from gppo.analysis.report_writer import write_report
+from gppo.analysis.tables.adaptive_stops import (
     RULE_DOC,
     cell_scores,
     label_stops,
@@ -23,15 +25,13 @@ from gppo.analysis.adaptive_report import (
     stops_at,
     without_unneeded,
 )
-from gppo.analysis.collect import collect
-from gppo.analysis.render import notes, render, to_rich
-from gppo.analysis.report import write_report
-from gppo.analysis.sequential import Design
-from gppo.analysis.table import build_table1
-from gppo.analysis.tidy import normalise
+from gppo.analysis.tables.render import notes, render, to_rich
+from gppo.analysis.tables.table1 import build_table1
 from gppo.backends.cell_run import CellRun
 from gppo.grid import load_plan
-from gppo.sweep.dispatcher import submission_id
+from gppo.stats.rounds import OPEN, Rounds, RowStop, row_of
+from gppo.stats.sequential import Design
+from gppo.sweep.running.dispatcher import submission_id
 
 BENCHES = ("add", "sub")
 DESIGN = Design(min_seeds=2, max_seeds=4, rows=3)
@@ -195,7 +195,9 @@ def played(store, tmp_path):
 
 
 def test_report_of_an_adaptive_sweep(store, tmp_path, played, monkeypatch):
-    monkeypatch.setattr("gppo.analysis.page.git_commit", lambda: "abc")  # no git process
+    monkeypatch.setattr(
+        "gppo.analysis.page.report_page.git_commit", lambda: "abc"
+    )  # no git process
     _spec, plan, rounds, scores = played
     (stops,) = rounds.stops(scores)
     assert stops["kl/mc"].status == "separated"  # the data make the rows stop differently

@@ -1,4 +1,4 @@
-"""gppo/analysis/aggregate.py: Mean / IQM / P(improvement) over benchmarks, and its files."""
+"""gppo/analysis/tables/aggregate.py: Mean / IQM / P(improvement) over benchmarks, and its files."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from gppo.analysis import stats as S
-from gppo.analysis.aggregate import aggregate_frame, write_aggregate
-from gppo.analysis.tidy import normalise
+from gppo.analysis.data.tidy import normalise
+from gppo.analysis.tables.aggregate import aggregate_frame, write_aggregate
+from gppo.stats import inference as S
 
 
 def _tidy(seed_counts: dict[str, int], rng: np.random.Generator) -> pd.DataFrame:

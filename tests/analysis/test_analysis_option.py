@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from scipy import stats
 from typer.testing import CliRunner
 
-from gppo.analysis.report import parse_analysis
+from gppo.analysis.report_writer import parse_analysis
 from gppo.cli.report import report
 from gppo.grid.schema import GridSpec
 
@@ -100,9 +100,9 @@ def test_welch_p_values_and_one_family_per_table(ref, rows, correction):
     """Welch's test (the default) is scipy's on each row's per-seed averages against the
     reference's, whatever the other rows hold; the mark is the correction over the rows
     compared, each once (a row on the reference's own runs is none)."""
-    from gppo.analysis import stats as S
-    from gppo.analysis.table import build_table1
-    from gppo.analysis.tidy import normalise
+    from gppo.analysis.data.tidy import normalise
+    from gppo.analysis.tables.table1 import build_table1
+    from gppo.stats import inference as S
 
     cells = {"tv/mc": ref, **{f"kl/r{i}": r for i, r in enumerate(rows)}, "chi2/mc": ref}
     frame = pd.DataFrame(

@@ -1,4 +1,4 @@
-"""The exploration study's estimator contrasts (gppo/analysis/exploration_contrasts.py): the stratified
+"""The exploration study's estimator contrasts (gppo/analysis/tables/exploration_contrasts.py): the stratified
 difference is Welch's test for one stratum, the mean of the strata's differences for several, and
 the tables keep every level, estimator and divergence apart."""
 
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from gppo.analysis.exploration_contrasts import (
+from gppo.analysis.tables.exploration_contrasts import (
     contrasts,
     dose_response_figure,
     gains,

@@ -1,5 +1,5 @@
-"""Reports of a sweep with axes (gppo/analysis/axes.py, axes_report.py, axis_figure.py) from tidy
-CSVs with axis columns: a Table 1 per point with one correction over every comparison, the
+"""Reports of a sweep with axes (gppo/analysis/tables/axis_tables.py, axis_report_writer.py,
+figures/axis_figure.py) from tidy CSVs with axis columns: a Table 1 per point with one correction over every comparison, the
 CSV's axis columns, the rank-stability summary, each cell at its best point, the page."""
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gppo.analysis import stats as S
-from gppo.analysis.axes import at_point, best_point, point_tables, rank_summary
-from gppo.analysis.report import write_report_from_csv
-from gppo.analysis.table import build_table1
-from gppo.analysis.tidy import ReportInputError, read_scores_csv
+from gppo.analysis.data.tidy import ReportInputError, read_scores_csv
+from gppo.analysis.report_writer import write_report_from_csv
+from gppo.analysis.tables.axis_tables import at_point, best_point, point_tables, rank_summary
+from gppo.analysis.tables.table1 import build_table1
+from gppo.stats import inference as S
 
 R = "calibration.r_min"
 LR = "local.lr"
@@ -213,8 +213,8 @@ def _own_table(tidy, value):
 
 @pytest.mark.slow  # the page reads the git commit (a process)
 def test_each_point_has_its_own_base_in_every_format(store, tmp_path):
-    from gppo.analysis.axis_figure import response_frame
-    from gppo.analysis.report import write_report
+    from gppo.analysis.figures.axis_figure import response_frame
+    from gppo.analysis.report_writer import write_report
 
     _moved_base_sweep(store)
     out = tmp_path / "out"
@@ -320,7 +320,7 @@ def test_base_rows_carry_only_the_axes_that_move_the_base():
     """r_min leaves the base alone: one base row per seed stands at every point; a
     warmstart_target point's base is its own; a point none of whose runs has a base yet says
     why (running), rather than borrowing another point's."""
-    from gppo.analysis.bases import BaseSource, base_rows
+    from gppo.analysis.data.bases import BaseSource, base_rows
 
     base = {"add3": 0.3}
     src = [BaseSource("math", 0, "tv/mc", {R: r}, "done", f"t{r}", base) for r in (0.7, 0.9)]

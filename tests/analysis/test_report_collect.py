@@ -9,9 +9,9 @@ import pytest
 from helpers import make_cell
 
 from gppo import metrics as M
-from gppo.analysis.collect import collect
-from gppo.analysis.report import write_report
-from gppo.analysis.table import build_table1
+from gppo.analysis.data.collect import collect
+from gppo.analysis.report_writer import write_report
+from gppo.analysis.tables.table1 import build_table1
 from gppo.errors import SweepNotFound
 from gppo.store.records import find_sweep
 from gppo.store.state import SweepRef

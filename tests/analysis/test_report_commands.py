@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from gppo.analysis.tidy import ReportInputError, read_scores_csv
+from gppo.analysis.data.tidy import ReportInputError, read_scores_csv
 from gppo.cli.report import regions, report
 from gppo.grid import load_plan
 
@@ -149,7 +149,7 @@ def test_regions_unknown_divergence_exits_2(tmp_path):
 
 
 def test_report_default_folder_is_the_one_the_launcher_uses(tmp_path, monkeypatch):
-    from gppo.analysis.report import REPORTS_DIR
+    from gppo.analysis.report_writer import REPORTS_DIR
 
     monkeypatch.chdir(tmp_path)
     args = ["report", "--from-csv", str(PAPER_CSV), "--format", "csv", "--no-figures"]

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from gppo import metrics as M
-from gppo.analysis.collect import paid_by_cell
-from gppo.analysis.render import render
-from gppo.analysis.table import build_table1
-from gppo.analysis.tidy import normalise, read_scores_csv
+from gppo.analysis.data.collect import paid_by_cell
+from gppo.analysis.data.tidy import normalise, read_scores_csv
+from gppo.analysis.tables.render import render
+from gppo.analysis.tables.table1 import build_table1
 from gppo.store.cost import Price
 from gppo.store.records import RunRecord
 

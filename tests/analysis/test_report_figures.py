@@ -9,7 +9,7 @@ from matplotlib.container import BarContainer, ErrorbarContainer
 from scipy import stats
 
 from gppo import metrics as M
-from gppo.analysis import figures as F
+from gppo.analysis.figures import paper_figures as F
 
 
 def test_figure1_one_panel_per_divergence_two_lines_per_estimator_and_mc_band(tmp_path):

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from gppo import metrics as M
-from gppo.analysis.page import run_link, spec_as_run
-from gppo.analysis.report import write_report
+from gppo.analysis.page.report_page import run_link, spec_as_run
+from gppo.analysis.report_writer import write_report
 from gppo.grid import load_plan
 
 BENCH = {"b1": 0.30, "b2": 0.50}
@@ -124,9 +124,9 @@ def test_run_list_shows_each_axis_points_own_run(store):
     """Issue 57, item 1: a sweep over ``local.warmstart_target: [0.25, 0.1]`` (tv/mc, one seed):
     the page's list of runs shows each run's own avg@k (29.1 and 12.6), not their mean (20.8)
     for both; an identical cell's run and a cell without a score keep theirs."""
-    from gppo.analysis.collect import collect
-    from gppo.analysis.page import PageInput, cell_rows
-    from gppo.analysis.table import build_table1
+    from gppo.analysis.data.collect import collect
+    from gppo.analysis.page.report_page import PageInput, cell_rows
+    from gppo.analysis.tables.table1 import build_table1
 
     wt = "local.warmstart_target"
     own = {0.25: {"b1": 0.291, "b2": 0.291}, 0.1: {"b1": 0.120, "b2": 0.132}}

@@ -75,8 +75,8 @@ def test_the_marks_of_one_rendering_agree_across_formats(tmp_path):
 
 
 def test_options_welch_holm_and_bad_values(tmp_path):
-    from gppo.analysis.table import build_table1
-    from gppo.analysis.tidy import read_scores_csv
+    from gppo.analysis.data.tidy import read_scores_csv
+    from gppo.analysis.tables.table1 import build_table1
 
     _synthetic(tmp_path / "s.csv", 5, np.random.default_rng(11))
     tidy = read_scores_csv(tmp_path / "s.csv")

@@ -12,10 +12,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from gppo.analysis.render import to_csv, to_html, to_latex, to_markdown
-from gppo.analysis.table import build_table1
-from gppo.analysis.tidy import normalise, read_scores_csv
-from gppo.scores import pct, quantize
+from gppo.analysis.data.tidy import normalise, read_scores_csv
+from gppo.analysis.tables.render import to_csv, to_html, to_latex, to_markdown
+from gppo.analysis.tables.table1 import build_table1
+from gppo.score_format import pct, quantize
 
 PAPER_CSV = Path(__file__).parent / "data" / "paper_table1.csv"
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gppo.analysis.render import to_markdown
-from gppo.analysis.table import build_table1
-from gppo.analysis.table_model import SAME_RUNS
-from gppo.analysis.tidy import normalise, read_scores_csv
+from gppo.analysis.data.tidy import normalise, read_scores_csv
+from gppo.analysis.tables.render import to_markdown
+from gppo.analysis.tables.table1 import build_table1
+from gppo.analysis.tables.table1_model import SAME_RUNS
 
 BENCHES = ("b1", "b2")
 
@@ -76,7 +76,7 @@ def test_the_tidy_csv_keeps_the_marks(tmp_path) -> None:
 def test_the_family_counts_each_comparison_once() -> None:
     """Issue 58: a row on the reference's own runs is no comparison and leaves the family
     unchanged; the adjusted p-values are the correction over the other rows alone."""
-    from gppo.analysis import stats as S
+    from gppo.stats import inference as S
 
     for test in ("welch", "pooled"):
         with_follower = {r.cell: r for r in build_table1(_tidy(), test=test).blocks[0].rows}

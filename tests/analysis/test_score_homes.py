@@ -12,18 +12,18 @@ import pytest
 import sweep.probe_backend  # noqa: F401  # registers the probe backend
 
 from gppo import metrics as M
-from gppo.analysis.adaptive import Rounds
-from gppo.analysis.adaptive_report import cell_scores, without_unneeded
-from gppo.analysis.collect import collect
-from gppo.analysis.exploration_contrasts import runs_frame
+from gppo.analysis.data.collect import collect
+from gppo.analysis.tables.adaptive_stops import cell_scores, without_unneeded
+from gppo.analysis.tables.exploration_contrasts import runs_frame
 from gppo.backends.cell_run import CellRun
 from gppo.grid import load_plan
 from gppo.grid.sharing import run_groups, whole_groups
+from gppo.stats.rounds import Rounds
 from gppo.store.follower import costs_nothing
-from gppo.sweep.control import sweep_status
-from gppo.sweep.dispatcher import submission_id
-from gppo.sweep.same_runs import SameRuns
-from gppo.sweep.seed_gate import SeedGate
+from gppo.sweep.monitor.commands import sweep_status
+from gppo.sweep.running.dispatcher import submission_id
+from gppo.sweep.running.identical_cells import SameRuns
+from gppo.sweep.running.seed_gate import SeedGate
 
 GPPO = Path(__file__).resolve().parents[2] / "gppo"
 SPEC = (

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from gppo.analysis import figures as F
-from gppo.analysis.aggregate import aggregate_frame
-from gppo.analysis.render import divergence_name, row_names
-from gppo.analysis.table import build_table1
-from gppo.analysis.tidy import normalise
+from gppo.analysis.data.tidy import normalise
+from gppo.analysis.figures import paper_figures as F
+from gppo.analysis.tables.aggregate import aggregate_frame
+from gppo.analysis.tables.render import divergence_name, row_names
+from gppo.analysis.tables.table1 import build_table1
 from gppo.analysis.vocabulary import row_order
 from gppo.objectives.methods import get_method, verl_loss_modes
 

@@ -86,7 +86,7 @@ def test_a_state_reads_back_from_the_text_it_is_written_as():
 def test_a_run_ended_by_the_dispatcher_derives_as_the_outcome_it_was_ended_with():
     """What the dispatcher writes when it ends a run (MLflow status, the finished tag of a DONE
     run) is read back by the one derivation as that same outcome."""
-    from gppo.sweep.dispatcher import RUN_STATUS
+    from gppo.sweep.running.dispatcher import RUN_STATUS
 
     assert set(RUN_STATUS) == {State.DONE, State.FAILED, State.STOPPED}
     for outcome, status in RUN_STATUS.items():

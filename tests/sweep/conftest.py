@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gppo.sweep.cluster import start_local_head, stop_local_head
+from gppo.sweep.cluster.connect import start_local_head, stop_local_head
 
 from . import probe_backend  # noqa: F401  (registers the "probe" backend)
 from .servers import mlflow_server, postgres, ray_two_nodes, team  # noqa: F401  (session fixtures)

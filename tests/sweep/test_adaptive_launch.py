@@ -17,8 +17,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
-from gppo.analysis.adaptive import Rounds
 from gppo.grid import load_plan
+from gppo.stats.rounds import Rounds
 from gppo.store.run_score import run_score
 from gppo.sweep.launch import Launcher
 
@@ -62,7 +62,7 @@ def test_rounds_run_the_undecided_rows_only(tmp_path, ray_cluster):
     spec = adaptive_spec(tmp_path, ray_cluster.address, "adaptive")
     plan = load_plan(spec)
     rounds = Rounds.of_plan(plan)
-    result = Launcher(plan, poll_s=0.3, rounds=rounds).run()
+    result = Launcher(plan, poll_s=0.3).run()
     assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
 
     runs = finished_runs(f"sqlite:///{tmp_path}/mlflow.db", "adaptive")
@@ -110,7 +110,7 @@ def test_kill9_mid_round_loses_no_round_and_runs_no_seed_twice(tmp_path, ray_clu
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
 
-    result = Launcher(plan, poll_s=0.3, rounds=Rounds.of_plan(plan)).run()
+    result = Launcher(plan, poll_s=0.3).run()
     assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
     runs = finished_runs(store, "adaptive-kill9")
     assert all(len(rs) == 1 for rs in runs.values()), {k: len(v) for k, v in runs.items()}
@@ -127,7 +127,7 @@ def test_the_budget_ends_the_rounds_and_the_rows_say_so(tmp_path, ray_cluster):
     spec.write_text(text)
     plan = load_plan(spec)
     rounds = Rounds.of_plan(plan)
-    result = Launcher(plan, poll_s=0.3, rounds=rounds).run()
+    result = Launcher(plan, poll_s=0.3).run()
     assert result.ok, {k: (c.state, c.note) for k, c in result.cells.items()}
     runs = finished_runs(f"sqlite:///{tmp_path}/mlflow.db", "adaptive-budget")
     assert len(runs) == 7  # the first round (6) and one seed of the second
@@ -159,7 +159,7 @@ def test_a_failed_seed_stops_its_row_only_and_the_rounds_go_on(tmp_path, ray_clu
     )
     plan = load_plan(spec)
     rounds = Rounds.of_plan(plan)
-    result = Launcher(plan, poll_s=0.3, rounds=rounds).run()
+    result = Launcher(plan, poll_s=0.3).run()
     states = {k: c.state for k, c in result.cells.items()}
     assert [k for k, s in states.items() if s.value == "failed"] == ["hellinger-mc-s1"], states
     runs = finished_runs(f"sqlite:///{tmp_path}/mlflow.db", "adaptive-failed")

@@ -12,7 +12,7 @@ from helpers import cell_runs
 
 from gppo import metrics as M
 from gppo.grid import load_plan
-from gppo.sweep import cluster as cluster_mod
+from gppo.sweep.cluster import connect as cluster_mod
 from gppo.sweep.launch import Launcher
 
 from .conftest import write_spec

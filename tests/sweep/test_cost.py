@@ -15,9 +15,9 @@ from gppo.backends.checkresult import StepTiming
 from gppo.errors import SpecError
 from gppo.grid import load_plan
 from gppo.store.cost import Hours, Spent, attempt_cost, cost_key, resource_metrics, run_hours
-from gppo.sweep.budget import Keeper, budget_lines, check_budget
-from gppo.sweep.estimate import plan_lines
-from gppo.sweep.forecast import NONE, PREFLIGHT, STORE, forecast, status_lines
+from gppo.sweep.planning.budget import Keeper, budget_lines, check_budget
+from gppo.sweep.planning.forecast import NONE, PREFLIGHT, STORE, forecast, status_lines
+from gppo.sweep.planning.plan_summary import plan_lines
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 

@@ -23,11 +23,11 @@ from gppo.grid import load_plan
 from gppo.store.cost import Hours, Spent, attempt_cost, resource_metrics, run_hours
 from gppo.store.tracking import Tracking
 from gppo.sweep import launch as launch_module
-from gppo.sweep.attempts import PENDING, RUNNING, CellState
-from gppo.sweep.cluster import local_head_for
-from gppo.sweep.dispatcher import DONE, FAILED, Dispatcher
-from gppo.sweep.forecast import forecast
+from gppo.sweep.cluster.connect import local_head_for
 from gppo.sweep.launch import Launcher
+from gppo.sweep.planning.forecast import forecast
+from gppo.sweep.running.attempts import PENDING, RUNNING, CellState
+from gppo.sweep.running.dispatcher import DONE, FAILED, Dispatcher
 
 from .jobs_api import JobsApi
 

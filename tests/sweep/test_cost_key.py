@@ -13,7 +13,7 @@ from gppo.backends.base import built_in_backends, get_backend
 from gppo.backends.local.timing import cache_path
 from gppo.grid import load_plan
 from gppo.store.cost import cost_key, cost_settings, drives_cost
-from gppo.sweep.forecast import NONE, STORE, forecast
+from gppo.sweep.planning.forecast import NONE, STORE, forecast
 
 
 def local_plan(tmp_path: Path, local: dict[str, Any], **extra: Any):

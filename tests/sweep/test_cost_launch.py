@@ -16,8 +16,8 @@ from gppo import metrics as M
 from gppo.analysis import write_report
 from gppo.grid import load_plan
 from gppo.store import find_sweep
-from gppo.sweep.control import sweep_status
 from gppo.sweep.launch import Launcher
+from gppo.sweep.monitor.commands import sweep_status
 
 from .conftest import launcher_cmd, local_head, write_spec
 

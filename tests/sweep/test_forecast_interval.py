@@ -11,7 +11,14 @@ from hypothesis import strategies as st
 
 from gppo.cell import Resources
 from gppo.store.cost import Hours
-from gppo.sweep.forecast import PREFLIGHT, STORE, CellForecast, Forecast, Source, status_lines
+from gppo.sweep.planning.forecast import (
+    PREFLIGHT,
+    STORE,
+    CellForecast,
+    Forecast,
+    Source,
+    status_lines,
+)
 
 RES = Resources(num_cpus=1.0, num_gpus=0.0)
 

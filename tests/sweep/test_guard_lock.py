@@ -18,8 +18,15 @@ from typer.testing import CliRunner
 from gppo.cli import app
 from gppo.grid import SpecError, load_plan
 from gppo.store.tracking import Tracking
-from gppo.sweep.guard import StoreNotShared, check_store_reachable, is_loopback_address
-from gppo.sweep.lock import HEARTBEAT_TAG, LEASE_PARAM, RELEASED_TAG, STALE_S, LaunchBusy, Lease
+from gppo.sweep.cluster.guard import StoreNotShared, check_store_reachable, is_loopback_address
+from gppo.sweep.cluster.lock import (
+    HEARTBEAT_TAG,
+    LEASE_PARAM,
+    RELEASED_TAG,
+    STALE_S,
+    LaunchBusy,
+    Lease,
+)
 
 from .conftest import write_spec
 from .tuning.conftest import spec_dict, write

@@ -11,8 +11,8 @@ from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
 from gppo.grid import load_plan
-from gppo.sweep.control import sweep_status
 from gppo.sweep.launch import Launcher
+from gppo.sweep.monitor.commands import sweep_status
 
 from .conftest import write_spec
 

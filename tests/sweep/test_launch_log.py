@@ -9,9 +9,9 @@ import subprocess
 import pytest
 
 from gppo.grid import load_plan
-from gppo.sweep.attempts import DONE, FAILED, RUNNING, CellState
-from gppo.sweep.progress_log import LaunchLog, eta_s, fmt_duration
+from gppo.sweep.monitor.launch_log import LaunchLog, eta_s, fmt_duration
 from gppo.sweep.result import LaunchResult
+from gppo.sweep.running.attempts import DONE, FAILED, RUNNING, CellState
 
 from .conftest import env_without_ray, launcher_cmd, write_spec
 
@@ -67,8 +67,8 @@ def test_launch_to_a_file_logs_one_line_per_event(tmp_path, ray_cluster):
 def test_log_lines_for_events_and_time_left(tmp_path):
     """The log alone, fed the launcher's events and updates as its loop would: one stamped line
     per event (outages and recoveries included), nothing read from a store."""
-    from gppo.sweep.attempts import Event
-    from gppo.sweep.dispatcher import Attempt
+    from gppo.sweep.running.attempts import Event
+    from gppo.sweep.running.dispatcher import Attempt
 
     plan = load_plan(write_spec(tmp_path, None, name="unit", grid={"divergences": ["tv", "kl"]}))
     clock = [1000.0]
@@ -132,9 +132,9 @@ def test_final_table_never_wraps_a_row_label_at_80_or_100_columns():
 
     from rich.console import Console
 
-    from gppo.analysis.render import print_table1
-    from gppo.analysis.table import build_table1
-    from gppo.analysis.tidy import read_scores_csv
+    from gppo.analysis.data.tidy import read_scores_csv
+    from gppo.analysis.tables.render import print_table1
+    from gppo.analysis.tables.table1 import build_table1
 
     paper = Path(__file__).parents[1] / "analysis" / "data" / "paper_table1.csv"
     table = build_table1(read_scores_csv(paper), reference="tv/mc")
@@ -157,9 +157,9 @@ def test_multi_seed_final_table_fits_100_columns_without_cutting_a_number():
     import pandas as pd
     from rich.console import Console
 
-    from gppo.analysis.render import print_table1
-    from gppo.analysis.table import build_table1
-    from gppo.analysis.tidy import normalise, read_scores_csv
+    from gppo.analysis.data.tidy import normalise, read_scores_csv
+    from gppo.analysis.tables.render import print_table1
+    from gppo.analysis.tables.table1 import build_table1
 
     paper = read_scores_csv(Path(__file__).parents[1] / "analysis" / "data" / "paper_table1.csv")
     rng = np.random.default_rng(0)

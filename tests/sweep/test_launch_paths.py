@@ -11,8 +11,8 @@ from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
 from gppo.grid import load_plan
-from gppo.sweep.dispatcher import submission_id
 from gppo.sweep.launch import Launcher
+from gppo.sweep.running.dispatcher import submission_id
 
 from .conftest import write_spec
 
@@ -61,7 +61,7 @@ def test_an_after_sweep_hook_that_raises_does_not_fail_the_sweep(tmp_path, ray_c
 
 
 def test_a_submission_id_the_cluster_already_has_is_skipped_not_reused(tmp_path, ray_cluster):
-    from gppo.sweep.ray_http import job_client
+    from gppo.sweep.cluster.ray_http import job_client
 
     spec = write_spec(tmp_path, ray_cluster.address, name="taken", grid=ONE_CELL)
     plan = load_plan(spec)

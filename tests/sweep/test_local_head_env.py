@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from gppo.sweep.cluster import TORCH_RENDEZVOUS, start_local_head, stop_local_head
+from gppo.sweep.cluster.connect import TORCH_RENDEZVOUS, start_local_head, stop_local_head
 
 pytestmark = pytest.mark.slow
 

@@ -17,8 +17,13 @@ from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
 from gppo.grid import load_plan
-from gppo.sweep import ray_http
-from gppo.sweep.cluster import ensure_cluster, read_cluster, start_local_head, stop_local_head
+from gppo.sweep.cluster import ray_http
+from gppo.sweep.cluster.connect import (
+    ensure_cluster,
+    read_cluster,
+    start_local_head,
+    stop_local_head,
+)
 from gppo.sweep.launch import Launcher
 from gppo.sweep.session import sweep_state_dir
 

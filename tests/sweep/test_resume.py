@@ -16,9 +16,9 @@ from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
 from gppo.grid import load_plan
-from gppo.sweep.control import cell_logs, sweep_status
+from gppo.sweep.cluster.owner import pid_alive
 from gppo.sweep.launch import Launcher
-from gppo.sweep.owner import pid_alive
+from gppo.sweep.monitor.commands import cell_logs, sweep_status
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
 
@@ -205,6 +205,6 @@ def test_local_head_outlives_a_detached_launcher_until_cancel(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
-        from gppo.sweep.cluster import stop_local_head
+        from gppo.sweep.cluster.connect import stop_local_head
 
         stop_local_head(state)

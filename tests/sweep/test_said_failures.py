@@ -8,13 +8,13 @@ import logging
 
 import pytest
 
-from gppo.sweep import control
-from gppo.sweep.cluster import Cluster
-from gppo.sweep.owner import process_started
+from gppo.sweep.cluster.connect import Cluster
+from gppo.sweep.cluster.owner import process_started
+from gppo.sweep.monitor import commands as control
 
 
 def test_a_cluster_that_does_not_answer_is_named(caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="gppo.sweep.control"):
+    with caplog.at_level(logging.WARNING, logger="gppo.sweep.monitor.commands"):
         assert control._client(Cluster(address="http://127.0.0.1:9")) is None
     assert "the Ray cluster at http://127.0.0.1:9 does not answer" in caplog.text
 

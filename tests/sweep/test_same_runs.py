@@ -12,11 +12,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
-from gppo.analysis.collect import collect
-from gppo.analysis.table import build_table1
+from gppo.analysis.data.collect import collect
+from gppo.analysis.tables.table1 import build_table1
 from gppo.grid import load_plan
-from gppo.sweep.control import sweep_status
 from gppo.sweep.launch import Launcher
+from gppo.sweep.monitor.commands import sweep_status
 
 from .conftest import write_spec
 

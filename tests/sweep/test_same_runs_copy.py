@@ -14,9 +14,9 @@ from gppo import metrics as M
 from gppo.grid import load_plan
 from gppo.store import same_runs as store_same_runs
 from gppo.store.tracking import Tracking
-from gppo.sweep.attempts import DONE, PENDING
-from gppo.sweep.dispatcher import Dispatcher
-from gppo.sweep.same_runs import SameRuns
+from gppo.sweep.running.attempts import DONE, PENDING
+from gppo.sweep.running.dispatcher import Dispatcher
+from gppo.sweep.running.identical_cells import SameRuns
 from gppo.sweep.session import reconcile
 
 from .conftest import write_spec

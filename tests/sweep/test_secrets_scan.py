@@ -32,7 +32,7 @@ import yaml
 from typer.testing import CliRunner
 
 from gppo.cli import app
-from gppo.sweep.ray_http import job_client
+from gppo.sweep.cluster.ray_http import job_client
 
 from .conftest import TESTS_DIR, write_spec
 from .secrets_scan import scan

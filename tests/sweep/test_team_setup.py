@@ -20,9 +20,9 @@ from typer.testing import CliRunner
 from gppo import metrics as M
 from gppo.cli import app
 from gppo.grid import load_plan
-from gppo.sweep.control import sweep_status
-from gppo.sweep.lock import HEARTBEAT_TAG, LEASE_PARAM, RELEASED_TAG
-from gppo.sweep.ray_http import job_client
+from gppo.sweep.cluster.lock import HEARTBEAT_TAG, LEASE_PARAM, RELEASED_TAG
+from gppo.sweep.cluster.ray_http import job_client
+from gppo.sweep.monitor.commands import sweep_status
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
 from .servers import WORKER_RESOURCE, start_node, stop_node

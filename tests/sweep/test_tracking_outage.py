@@ -29,9 +29,9 @@ from gppo import metrics as M
 from gppo.errors import TrackingUnreachable
 from gppo.grid.load import load_plan
 from gppo.store.health import tracking_unreachable
-from gppo.sweep.cluster import free_port
+from gppo.sweep.cluster.connect import free_port
 from gppo.sweep.launch import Launcher
-from gppo.sweep.ui import JOB_EXECUTION
+from gppo.sweep.monitor.mlflow_ui import JOB_EXECUTION
 
 from .conftest import write_spec
 

@@ -8,11 +8,11 @@ from filelock import FileLock
 from gppo.grid import load_plan
 from gppo.store.tracking import cell_params
 from gppo.store.uri import resolve_tracking_uri, state_root
-from gppo.sweep.attempts import backoff
-from gppo.sweep.cluster import free_ports
-from gppo.sweep.dispatcher import submission_id
+from gppo.sweep.cluster.connect import free_ports
+from gppo.sweep.cluster.lock import LaunchBusy
 from gppo.sweep.launch import Launcher
-from gppo.sweep.lock import LaunchBusy
+from gppo.sweep.running.attempts import backoff
+from gppo.sweep.running.dispatcher import submission_id
 from gppo.sweep.session import sweep_state_dir
 
 from .conftest import write_spec
@@ -63,7 +63,7 @@ def test_driver_backends_submit_their_entrypoint_without_gpus():
 
     from gppo.backends.base import Job
     from gppo.cell import Resources
-    from gppo.sweep.dispatcher import entrypoint_resources
+    from gppo.sweep.running.dispatcher import entrypoint_resources
 
     res = Resources(num_cpus=4, num_gpus=8, memory_gb=64)
     verl_cell = make_cell("kl", "atomic", delta=0.2, backend="verl", resources=res)
@@ -106,7 +106,7 @@ def test_transient_store_errors_are_retried_and_others_are_not():
 
 
 def test_a_failure_line_names_the_error_not_the_last_warning():
-    from gppo.sweep.attempts import first_line_of_failure
+    from gppo.sweep.running.attempts import first_line_of_failure
 
     tail = "job FAILED\nTraceback (most recent call last):\nRuntimeError: engine died\nW1202 shutdown warning"
     assert first_line_of_failure(tail) == "job FAILED: RuntimeError: engine died"
@@ -116,7 +116,7 @@ def test_a_failure_line_names_the_error_not_the_last_warning():
 
 
 def test_one_outage_clock_reports_each_outage_once_and_expires_at_its_limit():
-    from gppo.sweep.outage import OutageClock
+    from gppo.sweep.running.outage import OutageClock
 
     now, seen = [100.0], []
     clock = OutageClock(
@@ -139,7 +139,7 @@ def test_one_outage_clock_reports_each_outage_once_and_expires_at_its_limit():
 def test_a_refusal_for_the_clusters_state_is_told_apart_from_a_refusal_of_the_job():
     """Ray's "try again later", a 5xx or no answer: the cluster's state (ClusterNotReady, an
     OSError: the cell waits, no attempt spent); a 4xx (a bad runtime env): the job's."""
-    from gppo.sweep.dispatcher import _NOT_READY
+    from gppo.sweep.running.dispatcher import _NOT_READY
 
     busy = (
         "Request failed with status code 500: No available agent to submit job, please try "
@@ -193,7 +193,7 @@ def test_processes_opening_a_fresh_store_at_once_all_get_it(tmp_path):
 
 
 def test_every_event_reads_as_one_line():
-    from gppo.sweep.attempts import Event
+    from gppo.sweep.running.attempts import Event
 
     kinds = ["submitted", "attached", "running", "step", "finished", "failed", "retrying"]
     for kind in [*kinds, "stalled", "stopped"]:

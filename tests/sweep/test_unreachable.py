@@ -16,9 +16,9 @@ from mlflow.tracking import MlflowClient
 
 from gppo import metrics as M
 from gppo.grid import load_plan
-from gppo.sweep.cluster import read_cluster, start_local_head, stop_local_head
+from gppo.sweep.cluster.connect import read_cluster, start_local_head, stop_local_head
+from gppo.sweep.cluster.owner import pid_alive
 from gppo.sweep.launch import Launcher
-from gppo.sweep.owner import pid_alive
 
 from .conftest import (
     env_without_ray,

@@ -1,4 +1,4 @@
-"""The launch's and the tuner's watch (gppo/sweep/watch.py): one set of rules, two wordings.
+"""The launch's and the tuner's watch (gppo/sweep/running/service_watch.py): one set of rules, two wordings.
 
 A local head that has exited ends the launch or study at once; a full store disk ends it with
 :class:`StoreFull`; a store that does not answer counts on the tracking clock and gives up after
@@ -16,11 +16,11 @@ import pytest
 
 from gppo.errors import ClusterUnreachable, StoreFull, TrackingUnreachable
 from gppo.store.tracking import Tracking
-from gppo.sweep.cluster import Cluster
-from gppo.sweep.owner import pid_alive
+from gppo.sweep.cluster.connect import Cluster
+from gppo.sweep.cluster.owner import pid_alive
+from gppo.sweep.running.service_watch import LAUNCH, Left, Watch
 from gppo.sweep.session import Session
 from gppo.sweep.tuning.runner import LEFT as TUNER
-from gppo.sweep.watch import LAUNCH, Left, Watch
 
 HOLDERS = pytest.mark.parametrize("left", [LAUNCH, TUNER], ids=["launch", "tuner"])
 

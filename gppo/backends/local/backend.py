@@ -32,7 +32,7 @@ from gppo.testbed.settings import RL
 JOB_ENV = thread_env(RL.num_threads)
 #: the fork server's start environment: it imports torch once for the launch's cells, pinned
 #: (the launcher's environment under it, then pinned as a cell pins its own:
-#: :func:`gppo.backends.local.forkhost.server_env`); a job goes to it only when its cell would
+#: :func:`gppo.backends.local.forkserver_manager.server_env`); a job goes to it only when its cell would
 #: compute with the kernels the server reports (a natural-mode cell starts its own process)
 SERVER_ENV = {**JOB_ENV, **cpu_kernels.PINNED_ENV}
 
@@ -90,13 +90,15 @@ class LocalBackend(Backend):
         each job hands its cell to it (:mod:`.forkserver`; the job falls back to importing them
         itself when the server is gone); it calls ``on_job_end`` when a cell returns.
         ``GPPO_FORK_SERVER=0`` in the launcher's environment: no server."""
-        from gppo.backends.local import forkhost, forkserver
+        from gppo.backends.local import forkserver, forkserver_manager
 
         if not (on_this_machine and forkserver.enabled()):
             yield lambda job: job
             return
         pinned = cpu_kernels.PINNED
-        with forkhost.running(SERVER_ENV, on_cell_end=on_job_end, kernels=pinned) as server:
+        with forkserver_manager.running(
+            SERVER_ENV, on_cell_end=on_job_end, kernels=pinned
+        ) as server:
 
             def served(job: Job) -> Job:
                 if not cpu_kernels.same_kernels(job.env, SERVER_ENV):

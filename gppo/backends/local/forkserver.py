@@ -23,7 +23,7 @@ grandchild, a fresh process with everything imported, runs ``python -m gppo.back
 - anything wrong with the server (not started, gone, refusing, no pid within
   :data:`PID_TIMEOUT_S`) and the client runs the cell itself, exactly as before
   (``python -m gppo.backends.local``);
-- the launcher checks the server before it hands it each job (:mod:`.forkhost`: running, not
+- the launcher checks the server before it hands it each job (:mod:`.forkserver_manager`: running, not
   stopped, a ping answered): one that hangs (SIGSTOP, stuck) is SIGKILLed and replaced, so no
   job, and no retry of a job that stalled on it, goes to it;
 - the server starts with the environment a cell's process would have (the launcher's, the job's
@@ -36,7 +36,7 @@ its fds 0, 1, 2 attached (``SCM_RIGHTS``); the grandchild answers ``pid N\\n`` a
 returns, ``exit C\\n``; the launcher's ``{"ping": true}`` (no fds) is answered ``pong\\n`` by
 the server itself. A cell killed by a signal answers nothing: the socket closes. When the
 cell returns, the grandchild first sends one datagram to the launcher's notification socket
-(:func:`gppo.backends.local.forkhost.running`'s ``on_cell_end``): the launcher polls its jobs' status at once instead of at its next
+(:func:`gppo.backends.local.forkserver_manager.running`'s ``on_cell_end``): the launcher polls its jobs' status at once instead of at its next
 round (a quick-start cell's slot was idle for half a poll, on average, after each cell).
 """
 

@@ -1,6 +1,6 @@
 """The testbed's pre-flight timing: one cell's training steps, evaluation and probe timed on this
 machine (:meth:`gppo.backends.local.backend.LocalBackend.step_timing`), for ``plan``'s cost
-forecast when the store has no comparable runs (:mod:`gppo.sweep.forecast`).
+forecast when the store has no comparable runs (:mod:`gppo.sweep.planning.forecast`).
 
 A run of ``steps`` steps is forecast as ``startup_s + steps x step_s``: ``startup_s`` is the base
 model's load, one evaluation per evaluation point of the run (the final one, every

@@ -3,7 +3,7 @@
 The study's sweep id is ``<study>-tune``; :func:`open_study_session` opens it with
 :func:`gppo.sweep.session.open_session` (store, experiment ``tracking.experiment`` or the spec
 name, parent run tagged TAG_STUDY_NAME, ``.gppo/<study>-tune/`` beside the store, cluster), and
-trials go through its :class:`~gppo.sweep.dispatcher.Dispatcher`: one child run per trial
+trials go through its :class:`~gppo.sweep.running.dispatcher.Dispatcher`: one child run per trial
 (TAG_ROLE=trial, TAG_TRIAL_NUMBER, TAG_STUDY_NAME; TAG_ATTEMPT = the trial number, which keeps
 Ray submission ids unique), ended from the trial's Optuna state by :func:`end_trial`.
 """
@@ -18,8 +18,8 @@ from gppo.backends.base import Job, get_backend
 from gppo.cell import Cell
 from gppo.grid import GridSpec
 from gppo.store.tracking import log_params, sweep_filter
-from gppo.sweep.cluster import local_head_for
-from gppo.sweep.dispatcher import DONE, FAILED, STOPPED, Attempt, Dispatcher
+from gppo.sweep.cluster.connect import local_head_for
+from gppo.sweep.running.dispatcher import DONE, FAILED, STOPPED, Attempt, Dispatcher
 from gppo.sweep.session import Session, open_session
 
 #: tag holding the Optuna state a trial ended in (COMPLETE / PRUNED / FAIL)

@@ -26,8 +26,8 @@ import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from gppo import metrics as M
-from gppo.sweep.dispatcher import ACTIVE
-from gppo.sweep.ray_http import JOBS_API_ERRORS
+from gppo.sweep.cluster.ray_http import JOBS_API_ERRORS
+from gppo.sweep.running.dispatcher import ACTIVE
 from gppo.sweep.session import settle_orphan
 from gppo.sweep.tuning import attrs
 from gppo.sweep.tuning.jobs import trial_run

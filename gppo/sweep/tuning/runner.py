@@ -5,13 +5,13 @@ back from its MLflow run to Optuna and prune it if the pruner says so (its Ray j
 tell Optuna the finished ones (COMPLETE with the objective read from MLflow, FAIL when the job
 failed or logged no objective); then ask for new trials while slots are free.
 
-Each trial's attempts go through the sweep's :class:`~gppo.sweep.attempts.AttemptDriver`, as a
+Each trial's attempts go through the sweep's :class:`~gppo.sweep.running.attempts.AttemptDriver`, as a
 launch's cells do: one status request per cycle for all running trials, the grid's ``retries``
 (a failed or stalled attempt is resubmitted after its backoff, under the same trial number; the
 trial is FAIL only after the last), and the outage clocks of ``ray.unreachable_timeout_s`` and
 ``tracking.unreachable_timeout_s`` (while the tracking server is away no trial is started or
 ended; past either limit the tuner stops and leaves its trials RUNNING for the next tuner's
-recovery; those checks are the launcher's :class:`~gppo.sweep.watch.Watch`, with the tuner's
+recovery; those checks are the launcher's :class:`~gppo.sweep.running.service_watch.Watch`, with the tuner's
 lines). A job that succeeded is told COMPLETE with its objective, never retried.
 
 Done = COMPLETE + PRUNED trials of the study (whoever ran them); FAIL trials do not count, so a
@@ -38,7 +38,8 @@ from gppo.errors import ClusterUnreachable, StoreFull, TrackingUnreachable, Tune
 from gppo.grid import SpecError
 from gppo.store.health import fail_fast
 from gppo.store.uri import resolve_tracking_uri
-from gppo.sweep.attempts import (
+from gppo.sweep.cluster.guard import check_store_reachable, resolve_address
+from gppo.sweep.running.attempts import (
     ENDING,
     FAILED,
     PENDING,
@@ -49,20 +50,19 @@ from gppo.sweep.attempts import (
     Event,
     Limits,
 )
-from gppo.sweep.dispatcher import Attempt
-from gppo.sweep.guard import check_store_reachable, resolve_address
-from gppo.sweep.outage import OutageClock
+from gppo.sweep.running.dispatcher import Attempt
+from gppo.sweep.running.outage import OutageClock
+from gppo.sweep.running.service_watch import Left, Watch
 from gppo.sweep.signals import signals_set
 from gppo.sweep.tuning import attrs, readback
 from gppo.sweep.tuning.cells import check_spec, trial_cell
 from gppo.sweep.tuning.jobs import end_trial, open_study_session, submit_trial
 from gppo.sweep.tuning.percell import enqueue_default
-from gppo.sweep.tuning.progress import Progress
 from gppo.sweep.tuning.recovery import recover
 from gppo.sweep.tuning.space import suggest
 from gppo.sweep.tuning.spec import TuneSpec
 from gppo.sweep.tuning.study import make_storage, open_study, storage_url
-from gppo.sweep.watch import Left, Watch
+from gppo.sweep.tuning.study_progress import Progress
 
 log = logging.getLogger(__name__)
 

@@ -23,10 +23,10 @@ from typing import Any
 from gppo.cell import cell_id, match_cell_key
 from gppo.grid import registries
 from gppo.grid.axes import check_path, put, spec_path
-from gppo.grid.errors import from_validation_error
 from gppo.grid.load import SETTINGS, backend_of, spec_from_yaml, spec_to_yaml
 from gppo.grid.schema import GridSpec
 from gppo.grid.schema import seed_list as schema_seed_list
+from gppo.grid.spec_errors import from_validation_error
 from gppo.objectives.defaults import grid_label
 from gppo.sweep.tuning.spec import ALPHA_FAMILY, RadiusRange, Range, Space, TuneSpec
 

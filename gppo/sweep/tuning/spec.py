@@ -53,10 +53,10 @@ from pydantic_core import ErrorDetails
 from gppo import metrics as M
 from gppo.errors import SpecError, TuneSpecError
 from gppo.grid import registries
-from gppo.grid.errors import from_validation_error
 from gppo.grid.load import load_spec
 from gppo.grid.overrides import apply_texts, attributed, texts_of
 from gppo.grid.schema import MAX_CONCURRENT
+from gppo.grid.spec_errors import from_validation_error
 
 #: Grid-spec keys a tuning spec may not set: the design space lives in ``tune.space``.
 FORBIDDEN_BASE_KEYS = ("grid", "baselines", "baseline_params")

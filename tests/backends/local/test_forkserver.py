@@ -17,7 +17,7 @@ import psutil
 import pytest
 
 from gppo import metrics as M
-from gppo.backends.local import forkhost, forkserver
+from gppo.backends.local import forkserver, forkserver_manager
 
 pytestmark = pytest.mark.slow
 
@@ -27,7 +27,7 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 @pytest.fixture(scope="module")
 def server():
-    with forkhost.running({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) as started:
+    with forkserver_manager.running({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) as started:
         path = started.path()
         assert path is not None
         yield path
@@ -162,8 +162,8 @@ def test_a_killed_job_takes_its_cell_with_it(server):
 def test_the_server_exits_with_the_launcher_that_started_it(tmp_path):
     code = (
         "import sys, time\n"
-        "from gppo.backends.local import forkhost\n"
-        "with forkhost.running({}) as server:\n"
+        "from gppo.backends.local import forkserver_manager\n"
+        "with forkserver_manager.running({}) as server:\n"
         "    print(server.path(), flush=True)\n"
         "    time.sleep(600)\n"
     )
@@ -183,7 +183,7 @@ def test_the_launcher_hears_of_each_cell_that_returns(tmp_path):
     import threading
 
     heard = threading.Semaphore(0)
-    with forkhost.running(
+    with forkserver_manager.running(
         {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}, on_cell_end=heard.release
     ) as started:
         path = started.path()
@@ -209,7 +209,7 @@ def test_a_stopped_server_is_ended_and_replaced(tmp_path):
     """A server frozen by SIGSTOP is not handed the next job: it is SIGKILLed at once (a stopped
     process acts on nothing else), a replacement imports meanwhile (the jobs run without one
     until it is ready) and serves the jobs after; the replacement, too, is gone at the end."""
-    with forkhost.running({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) as started:
+    with forkserver_manager.running({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) as started:
         first = started.path()
         assert first is not None
         frozen = started.proc.pid
@@ -220,7 +220,7 @@ def test_a_stopped_server_is_ended_and_replaced(tmp_path):
         while (again := started.path()) is None:
             assert time.monotonic() < deadline, "no replacement became ready"
             time.sleep(0.2)
-        assert again != first and forkhost.ping(again, 5.0)
+        assert again != first and forkserver_manager.ping(again, 5.0)
         forked = _summary(tmp_path, "replaced", TINY, again)
         assert forked["perf"][M.PERF_FORKED] == 1.0 and forked["evals"]
         replacement = started.proc
@@ -231,7 +231,7 @@ def test_a_job_stopped_while_the_server_is_frozen_runs_no_cell(tmp_path):
     """The client waits for a frozen server's answer; a stop (SIGTERM: stall detection, `ray
     job stop`) then ends the job at once, as a killed process (143), and no cell runs: not
     forked, not run by the client itself."""
-    with forkhost.running({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) as started:
+    with forkserver_manager.running({"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}) as started:
         path = started.path()
         assert path is not None
         _stopped(started.proc.pid)

@@ -32,7 +32,7 @@ from .conftest import REPO
 pytestmark = pytest.mark.slow
 
 PRESET = REPO / "configs" / "verl-cpu-smoke.yaml"
-#: the launch log's line of attempt 1's stall (gppo.sweep.attempts.Event.text: "stalled     <cell>
+#: the launch log's line of attempt 1's stall (gppo.sweep.running.attempts.Event.text: "stalled     <cell>
 #: attempt <n> stalled: <reason>")
 STALL_1 = "tv-mc-s0  attempt 1 stalled"
 

@@ -43,7 +43,7 @@ print("RESULT " + json.dumps(out))
 
 
 def _probe(env_extra: dict[str, str]) -> dict:
-    from gppo.sweep.cluster import free_port
+    from gppo.sweep.cluster.connect import free_port
 
     env = {k: v for k, v in os.environ.items() if k not in CPU_ENV}
     env.update(env_extra)
@@ -133,7 +133,7 @@ def test_the_local_head_of_a_cpu_sweep_gets_its_fake_gpus_from_the_settings(tmp_
     import yaml
 
     from gppo.grid.load import load_plan
-    from gppo.sweep.cluster import local_head_for
+    from gppo.sweep.cluster.connect import local_head_for
 
     preset = yaml.safe_load((REPO / "configs" / "verl-cpu-smoke.yaml").read_text())
     preset["ray"].pop("local_head", None)

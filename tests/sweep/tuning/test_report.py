@@ -13,7 +13,7 @@ from rich.console import Console
 from gppo.grid.load import load_plan
 from gppo.sweep.tuning import load_tune_spec, write_report
 from gppo.sweep.tuning.percell import cell_specs, default_params
-from gppo.sweep.tuning.progress import Progress
+from gppo.sweep.tuning.study_progress import Progress
 
 from .conftest import spec_dict, write
 

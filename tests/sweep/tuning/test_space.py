@@ -122,9 +122,9 @@ def test_a_search_key_may_be_any_path_an_axis_may_vary(tmp_path):
 def test_a_base_with_adaptive_seeds_tunes_on_its_first_seed_and_keeps_them_in_best(tmp_path):
     """``tune`` is unaffected by adaptive seeds (issue 48): a trial runs the base's first seed,
     ``best.yaml`` keeps ``seeds: {min, max}``, and its one-cell sweep runs ``min`` seeds."""
-    from gppo.analysis.adaptive import Rounds
     from gppo.grid.expand import expand
     from gppo.grid.load import Plan
+    from gppo.stats.rounds import Rounds
 
     spec = _spec(
         tmp_path, seeds={"min": 2, "max": 5}, overrides={"tv-mc-s4": {"tuneprobe": {"width": 9}}}

@@ -20,7 +20,7 @@ from rich.console import Console
 from gppo import metrics as M
 from gppo.store.tracking import Tracking
 from gppo.sweep.tuning import load_tune_spec, run_tuning
-from gppo.sweep.tuning.progress import Progress
+from gppo.sweep.tuning.study_progress import Progress
 
 from ..test_tracking_outage import Server, _outage_after_first_start
 from .conftest import spec_dict, write

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import optuna
 from rich.console import Console
 
-from gppo.sweep.tuning.progress import Progress
+from gppo.sweep.tuning.study_progress import Progress
 
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ  "
 

@@ -15,7 +15,7 @@ from optuna.trial import TrialState
 
 from gppo import metrics as M
 from gppo.store.tracking import Tracking
-from gppo.sweep.ray_http import job_client
+from gppo.sweep.cluster.ray_http import job_client
 from gppo.sweep.tuning import attrs as A
 from gppo.sweep.tuning import load_tune_spec
 from gppo.sweep.tuning.study import storage_url

@@ -1,0 +1,210 @@
+"""Estimator contrasts along an axis: the exploration study's tables and dose-response figure.
+
+docs/studies/exploration.md: at each point of one axis (the base's
+accuracy, ``local.warmstart_target``), how much does each estimator gain over the base, how do
+Atomic and Binary differ from MC, and what does the mechanism look like (the high-side clip
+fraction by μ bucket; the rise of the correct answers' probability in the first iterations).
+
+The unit is a run (one cell, seed and axis point). :func:`runs_frame` reads one row per finished
+run from MLflow: ``point`` (the axis value), ``divergence``, ``estimator``, ``seed``, ``base`` and
+``final`` (avg@k over the benchmarks, percent), ``gain`` (final - base, points), the mean over
+steps of ``train/clip_frac_high/<bucket>`` per μ bucket (``clip_high/<bucket>``) and the probe's
+``p_answer`` at step 0 and at :data:`RISE_STEP` (``rise``: the ratio, how many times the correct
+answers' probability grew). The tables are plain functions of that frame:
+
+- :func:`gains`: per point, divergence and estimator, the mean gain with its 95 % t interval;
+- :func:`contrasts`: per point, each estimator against ``mc``: the difference of mean final
+  avg@k taken within each divergence and averaged over divergences (strata), with its Welch-
+  Satterthwaite t interval and p-value, Holm-corrected over the whole table;
+- :func:`mechanism`: per point and estimator, the clip fractions by bucket and the early rise, each
+  with its t interval over runs (divergences pooled).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from scipy import stats
+
+from gppo import metrics as M
+from gppo.analysis.vocabulary import EST_COLORS, EST_ORDER
+from gppo.cell import DEFAULT_EVAL_K
+from gppo.objectives.buckets import MU_BUCKETS
+from gppo.stats.inference import CONFIDENCE, adjust, mean_ci
+from gppo.store.records import StoreClient, fetch_records, latest_attempts
+from gppo.store.run_score import base_score, run_score
+from gppo.store.tracking import metric_steps
+
+#: the early-rise window: p_answer(RISE_STEP) / p_answer(0) (the probe runs at every step to 10)
+RISE_STEP = M.PROBE_DENSE_STEPS
+REFERENCE_ESTIMATOR = "mc"
+
+
+def runs_frame(
+    client: StoreClient,
+    sweep_id: str,
+    axis: str,
+    experiment_id: str | None = None,
+    point: float | None = None,
+) -> pd.DataFrame:
+    """One row per finished grid run of the sweep (see the module docstring for the columns);
+    ``point``: the level of runs without the axis (a sweep of one level, e.g. the TRL check)."""
+    rows = []
+    chosen = latest_attempts(fetch_records(client, sweep_id, experiment_id=experiment_id))
+    for run in chosen.values():
+        tags = run.tags
+        if tags.get(M.TAG_FINISHED) != "true" or not tags.get(M.TAG_ESTIMATOR):
+            continue
+        final, base = run_score(run.metrics), base_score(run.metrics)  # at the k it logged
+        if final is None or base is None:
+            continue
+        row = {
+            "point": json.loads(tags.get(M.TAG_AXES) or "{}").get(axis, point),
+            "divergence": tags[M.TAG_DIVERGENCE],
+            "estimator": tags[M.TAG_ESTIMATOR],
+            "seed": int(tags[M.TAG_SEED]),
+            "base": base,
+            "final": final,
+            "gain": final - base,
+        }
+        for name, _lo, _hi in MU_BUCKETS:
+            hist = metric_steps(client, run.run_id, M.clip_frac_bucket(name, "high"))
+            row[f"clip_high/{name}"] = float(np.mean([v for _, v in hist])) if hist else math.nan
+        probe = dict(metric_steps(client, run.run_id, M.PROBE_P_ANSWER))
+        row["p_answer_0"] = probe.get(0, math.nan)
+        row[f"p_answer_{RISE_STEP}"] = probe.get(RISE_STEP, math.nan)
+        row["rise"] = row[f"p_answer_{RISE_STEP}"] / row["p_answer_0"]
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values(["point", "divergence", "estimator", "seed"])
+
+
+def _ci_row(values: Sequence[float]) -> dict[str, float]:
+    """Mean, 95 % t CI and count; NaNs (a run without that measurement: TRL has no probe)
+    left out, all NaN with none left."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    if v.size == 0:
+        return {"mean": math.nan, "lo": math.nan, "hi": math.nan, "n": 0}
+    lo, hi = mean_ci(v) or (math.nan, math.nan)
+    return {"mean": float(v.mean()), "lo": lo, "hi": hi, "n": int(v.size)}
+
+
+def gains(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per point, divergence and estimator: the mean gain over the base (points), 95 % t CI."""
+    out = [
+        {"point": p, "divergence": d, "estimator": e, **_ci_row(part["gain"])}
+        for (p, d, e), part in runs.groupby(["point", "divergence", "estimator"], sort=True)
+    ]
+    frame = pd.DataFrame(out)
+    return frame.sort_values(["point", "divergence"], ascending=[False, False], ignore_index=True)
+
+
+def stratified_difference(
+    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = CONFIDENCE
+) -> tuple[float, float, float, float]:
+    """``(diff, lo, hi, p)``: ``(1/K) Σ_k (mean(a_k) - mean(b_k))`` over K strata (a_k, b_k:
+    shapes ``(n_k,)``, ``(m_k,)``), its t interval and two-sided p-value with
+    ``se² = Σ_k (s²_ak/n_k + s²_bk/m_k) / K²`` and Welch-Satterthwaite's df over the 2K terms."""
+    cols = [np.asarray(x, dtype=float) for pair in zip(a, b, strict=True) for x in pair]
+    k = len(a)
+    diff = float(np.mean([x.mean() - y.mean() for x, y in zip(cols[::2], cols[1::2], strict=True)]))
+    v = np.array([c.var(ddof=1) / c.size for c in cols])
+    se = math.sqrt(v.sum()) / k
+    if se == 0:
+        return diff, diff, diff, 1.0 if diff == 0 else 0.0
+    df = v.sum() ** 2 / sum(vi**2 / (c.size - 1) for vi, c in zip(v, cols, strict=True))
+    lo, hi = stats.t.interval(confidence, df, loc=diff, scale=se)
+    p = 2 * stats.t.sf(abs(diff) / se, df)
+    return diff, float(lo), float(hi), float(p)
+
+
+def contrasts(
+    runs: pd.DataFrame, against: str = REFERENCE_ESTIMATOR, column: str = "final"
+) -> pd.DataFrame:
+    """Per point and estimator other than ``against``: the stratified difference of the mean of
+    ``column`` (default the final avg@k, points; the base is the same within a point, so also
+    of gains; ``rise`` for the early rise), its CI, p and Holm's adjusted p over every row."""
+    out = []
+    for point, at in sorted(runs.groupby("point"), key=lambda kv: -kv[0]):
+        divs = sorted(at["divergence"].unique())
+        finals = {
+            key: part[column].dropna() for key, part in at.groupby(["estimator", "divergence"])
+        }
+        empty = pd.Series([], dtype=float)
+        for est in [e for e in EST_ORDER if e != against and e in set(at["estimator"])]:
+            a = [finals.get((est, d), empty) for d in divs]
+            b = [finals.get((against, d), empty) for d in divs]
+            if min(map(len, a + b)) < 2:  # a stratum without two runs on a side: no interval
+                continue
+            diff, lo, hi, p = stratified_difference(a, b)
+            out.append(
+                {"point": point, "contrast": f"{est} - {against}", "diff": diff, "lo": lo,
+                 "hi": hi, "p": p, "n": f"{sum(map(len, a))} vs {sum(map(len, b))}"}
+            )  # fmt: skip
+    frame = pd.DataFrame(out)
+    if not frame.empty:
+        frame["p_holm"] = adjust(frame["p"].to_numpy(), "holm")
+    return frame
+
+
+def mechanism(runs: pd.DataFrame) -> pd.DataFrame:
+    """Per point and estimator (divergences pooled): the mean over runs of each bucket's
+    high-side clip fraction and of the early rise, with 95 % t CIs (``<column>_lo/_hi``)."""
+    columns = [f"clip_high/{b[0]}" for b in MU_BUCKETS] + ["p_answer_0", "rise"]
+    out = []
+    for (point, est), part in runs.groupby(["point", "estimator"], sort=True):
+        row: dict[str, object] = {"point": point, "estimator": est, "n": len(part)}
+        for col in columns:
+            ci = _ci_row(part[col])
+            row[col], row[f"{col}_lo"], row[f"{col}_hi"] = ci["mean"], ci["lo"], ci["hi"]
+        out.append(row)
+    frame = pd.DataFrame(out)
+    frame["estimator"] = pd.Categorical(frame["estimator"], EST_ORDER, ordered=True)
+    return frame.sort_values(["point", "estimator"], ascending=[False, True]).reset_index(drop=True)
+
+
+def dose_response_figure(
+    gain_table: pd.DataFrame, axis: str, bases: dict[float, float], k: int = DEFAULT_EVAL_K
+) -> Figure:
+    """Gain over the base (points) against the base's avg@k (log axis), one line per estimator
+    (colour) and divergence (line style), 95 % t CIs as error bars, the series nudged apart
+    sideways so the bars do not hide each other; ``bases``: point -> the base's avg@k (percent),
+    the x position of the point, labelled with the point (Table 1's estimator order and
+    Figure 2's colours)."""
+    fig = Figure(figsize=(7.5, 4.4))
+    ax = fig.subplots()
+    styles = ["-", "--", ":", "-."]
+    divs = list(dict.fromkeys(gain_table["divergence"]))
+    series = [(d, e) for d in divs for e in EST_ORDER]
+    for i, (div, est) in enumerate(series):
+        rows = gain_table[(gain_table["divergence"] == div) & (gain_table["estimator"] == est)]
+        if rows.empty:
+            continue
+        rows = rows.sort_values("point")
+        nudge = 1 + (i - (len(series) - 1) / 2) * 0.025
+        x = np.array([bases[p] for p in rows["point"]]) * nudge
+        y = rows["mean"].to_numpy()
+        err = np.abs(rows[["lo", "hi"]].to_numpy().T - y)
+        ax.errorbar(x, y, yerr=err, color=EST_COLORS[est], ls=styles[divs.index(div) % 4],
+                    marker="o", ms=4, capsize=3, label=f"{div}/{est}")  # fmt: skip
+    ax.set_xscale("log")
+    ticks = sorted(bases)
+    ax.set_xticks([bases[p] for p in ticks], [f"{bases[p]:.1f}\n({p})" for p in ticks])
+    ax.minorticks_off()
+    ax.set_xlabel(f"base avg@{k} (%)  ({axis}), log scale")
+    ax.set_ylabel("gain over the base (points)")
+    ax.axhline(0, color="0.6", lw=0.8)
+    ax.legend(ncol=2, fontsize="small")
+    n = (
+        f"{gain_table['n'].min()}-{gain_table['n'].max()}"
+        if gain_table["n"].nunique() > 1
+        else str(gain_table["n"].iloc[0])
+    )
+    ax.set_title(f"Gain vs how rare the correct answer is ({n} seeds per point, 95% t CI)")
+    fig.tight_layout()
+    return fig
