@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -223,7 +223,7 @@ def best_point(tidy: pd.DataFrame, select: list[str], **table_kwargs: Any) -> Be
     base = tidy[tidy["cell"] == BASE]  # a base a selection axis moves is no one row's: left out
     kept = [base[base[list(select)].isna().all(axis=1)]]
     for _, group in by.groupby(level=list(range(len(keys))), dropna=False, sort=False):
-        best = group.idxmax()
+        best = cast("tuple[Any, ...]", group.idxmax())  # a MultiIndex label
         values = dict(zip([*keys, *select], best, strict=True))
         chosen_rows.append({**values, SELECTION: float(group.max())})
         mask = (tidy["domain"] == values["domain"]) & (tidy["cell"] == values["cell"])

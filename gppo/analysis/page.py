@@ -217,7 +217,7 @@ def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
                 "cpu_h": "-" if cpus is None else fmt_hours(cpus),
                 "gpu_h": "-" if gpus is None else fmt_hours(gpus),
                 "run_id": r.run_id,
-                "link": run_link(page.tracking_uri, page.experiment_id, r.run_id),
+                "link": run_link(page.tracking_uri, page.experiment_id, str(r.run_id)),
             }
         )
     price = page.table.cost.price if page.table.cost else None

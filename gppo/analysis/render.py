@@ -283,7 +283,11 @@ def to_markdown(table: Table1) -> str:
         parts.append(
             f"### {block.domain}\n\n"
             + tabulate(
-                shown, headers="keys", tablefmt="pipe", showindex=False, disable_numparse=True
+                shown,  # type: ignore[arg-type]  # tabulate reads a DataFrame; its stubs omit it
+                headers="keys",
+                tablefmt="pipe",
+                showindex=False,
+                disable_numparse=True,
             )
         )
     parts.append("\n".join(f"- {n}" for n in notes(table, "md")))
@@ -514,7 +518,10 @@ def to_rich(table: Table1) -> list:
             else:
                 last = values[0]
             rt.add_row(
-                *[Text(v, style=styles.get(int(rank.iloc[i, j]), "")) for j, v in enumerate(values)]
+                *[
+                    Text(v, style=styles.get(int(rank.to_numpy()[i, j]), ""))
+                    for j, v in enumerate(values)
+                ]
             )
         out.append(rt)
     brief = "This view leaves out the per-benchmark columns: see the report (table1.md)."
