@@ -125,7 +125,7 @@ class Backend(ABC, Generic[SettingsT]):
             return cast(SettingsT, cell.settings_model)
         return self.validate_settings(cell.settings)
 
-    def cost_settings(self, cell: Cell) -> dict[str, Any]:
+    def cost_settings(self, cell: Cell) -> dict[str, object]:
         """The cell's settings that change how long its run takes, for its cost key
         (:func:`gppo.store.cost.cost_key`): the fields of :attr:`settings_model` marked
         :data:`~gppo.store.cost.DRIVES_COST` (an unmarked field counts too), as in
