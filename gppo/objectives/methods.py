@@ -29,6 +29,7 @@ import torch
 from gppo.registry import Registry
 
 from . import baselines, defaults
+from .aggregation import GlobalBatchInfo
 from .defaults import LOSS_AGG_MODE  # (the field `defaults` hides the module in the class)
 from .divergences import get_divergence
 from .estimators import get_estimator
@@ -104,7 +105,7 @@ class Method:
         response_mask: Tensor,
         *,
         loss_agg_mode: str = LOSS_AGG_MODE,
-        global_batch_info: dict[str, Any] | None = None,
+        global_batch_info: GlobalBatchInfo | None = None,
         **params: Any,
     ) -> tuple[Tensor, dict[str, float]]:
         p = self.resolve(params)
