@@ -100,7 +100,7 @@ def label_stops(
 
 
 def stops_at(
-    found: Sequence[tuple[dict[str, Any], dict[str, RowStop]]], point: Mapping[str, Any]
+    found: Sequence[tuple[dict[str, Any], dict[str, RowStop]]], point: Mapping[str, object]
 ) -> dict[str, RowStop]:
     """The stops of the table at ``point`` (a Table 1's axis point, its values as tidy cells);
     none when no table of the rounds stands there."""

@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import pandas as pd
@@ -34,6 +34,9 @@ from gppo.analysis.tidy import CPU_HOURS, GPU_HOURS
 from gppo.store.cost import Hours, fmt_hours, money_text
 from gppo.store.run_score import score_text
 from gppo.store.uri import redact, scheme_of
+
+if TYPE_CHECKING:
+    from gppo.grid.schema import GridSpec
 
 PAGE_NAME = "report.html"
 #: figures in page order, with their captions; any other PNG goes to "More figures"
@@ -327,7 +330,7 @@ def write_page(page: PageInput, out_dir: str | Path) -> Path:
     return path
 
 
-def spec_as_run(spec: Any) -> dict[str, Any]:
+def spec_as_run(spec: GridSpec) -> dict[str, Any]:
     """A loaded grid spec as YAML-ready data, as it ran: every default filled in and the
     backend's section (``local:``, ``verl:``) with its resolved settings (its raw section for a
     backend that is not available here)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 import jinja2
 import pandas as pd
@@ -28,6 +28,9 @@ from gppo.analysis.vocabulary import (
     KNOWN_METHODS,
     OTHER_BASELINES,
 )
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 FORMATS = ("md", "latex", "html", "csv")
 EXTENSIONS = {"md": "md", "latex": "tex", "html": "html", "csv": "csv"}
@@ -529,7 +532,7 @@ def to_rich(table: Table1) -> list:
     return out
 
 
-def print_table1(console: Any, table1: Any) -> None:
+def print_table1(console: Console, table1: Table1) -> None:
     """Table 1 as rich tables whose cells never wrap ("Binary (DPPO)" on one line): boxed when
     that fits the console, else compact (no vertical rules, single spaces between columns;
     quickstart's table: 88 columns boxed, 79 compact)."""
