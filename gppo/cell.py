@@ -21,7 +21,10 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 #: the backend a spec or cell without ``backend`` runs on: the CPU testbed
 DEFAULT_BACKEND = "local"
@@ -143,7 +146,7 @@ class Cell:
     select: bool = False
     settings_model: Any = field(default=None, init=False, compare=False, repr=False)
 
-    def keep_settings_model(self, model: Any) -> Cell:
+    def keep_settings_model(self, model: BaseModel | None) -> Cell:
         """Attach ``model``, this cell's ``settings`` as validated by its backend (the grid
         expansion's); returns the cell."""
         object.__setattr__(self, "settings_model", model)

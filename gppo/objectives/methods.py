@@ -78,7 +78,7 @@ class Method:
         """Every key ``resolve``/``loss`` accept."""
         return frozenset(self.defaults) | frozenset(self.required) | self.extra
 
-    def resolve(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def resolve(self, params: Mapping[str, object] | None = None) -> dict[str, Any]:
         """Defaults merged with ``params``; ValueError for unknown or missing keys."""
         params = dict(params or {})
         unknown = sorted(set(params) - self.param_names)

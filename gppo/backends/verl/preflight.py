@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -33,6 +33,9 @@ from gppo.backends.verl.metrics_map import DIAGNOSTIC_KEYS, mapped_points
 from gppo.cell import Cell
 from gppo.errors import BackendError
 from gppo.objectives.aggregation import GlobalBatchInfo
+
+if TYPE_CHECKING:
+    from gppo.grid.load import Plan
 
 ATOL = 1e-6
 
@@ -177,7 +180,7 @@ class NotAVerlSpec(BackendError):
 
 
 def check_plan(
-    plan: Any, spec_path: str, echo: Callable[[str], None], *, train_step: bool = False
+    plan: Plan, spec_path: str, echo: Callable[[str], None], *, train_step: bool = False
 ) -> list[CellCheck]:
     """:func:`check_cell` for every cell of a verl plan, echoing one line per cell as it goes;
     with ``train_step``, then :func:`gppo.backends.verl.trainstep.train_step` for each cell that
