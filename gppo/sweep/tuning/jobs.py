@@ -10,8 +10,8 @@ Ray submission ids unique), ended from the trial's Optuna state by :func:`end_tr
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from gppo import metrics as M
 from gppo.backends.base import Job, get_backend
@@ -54,7 +54,7 @@ def submit_trial(
     disp: Dispatcher,
     cell: Cell,
     number: int,
-    params: dict[str, Any],
+    params: Mapping[str, object],
     study_name: str,
     served: Callable[[Job], Job] = lambda job: job,
 ) -> Attempt:
