@@ -22,7 +22,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -31,9 +31,6 @@ from gppo.cell import Cell, Resources
 from gppo.errors import BackendError
 from gppo.registry import Registry
 from gppo.store.cost import cost_settings
-
-if TYPE_CHECKING:
-    from gppo.grid.load import Plan
 
 
 @dataclass
@@ -157,7 +154,7 @@ class Backend(ABC, Generic[SettingsT]):
         return None
 
     def preflight(
-        self, plan: Plan, spec_path: str, say: Callable[[str], None], *, train_step: bool = False
+        self, plan: Any, spec_path: str, say: Callable[[str], None], *, train_step: bool = False
     ) -> list[CellCheck]:
         """``gppo-sweep check``: check each cell of ``plan`` (a :class:`~gppo.grid.load.Plan`)
         on this machine before anything is launched, one line per cell through ``say``;

@@ -34,7 +34,7 @@ from gppo.store.run_logger import RunLogger
 from gppo.store.tracking import retry_locked, store_client
 
 if TYPE_CHECKING:
-    from mlflow import MlflowClient
+    from gppo.store.tracking import MlflowClient
 
 
 class ProtocolError(GppoError, RuntimeError):

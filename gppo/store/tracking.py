@@ -23,10 +23,11 @@ from gppo.cell import Cell
 from gppo.store.health import RefusalNamingClient
 from gppo.store.uri import redact, resolve_tracking_uri
 
+# MLflow's types, re-exported: the layers above name them from here (only the store imports mlflow)
 if TYPE_CHECKING:
     from fastapi import FastAPI
-    from mlflow import MlflowClient
-    from mlflow.entities import Run
+    from mlflow import MlflowClient as MlflowClient
+    from mlflow.entities import Run as Run
 
 T = TypeVar("T")
 PARAM_VALUE_MAX = 6000

@@ -26,7 +26,7 @@ from gppo.store.tracking import Tracking, is_finished, log_metrics
 from gppo.store.uri import without_password
 
 if TYPE_CHECKING:
-    from mlflow.entities import Run
+    from gppo.store.tracking import Run
 from gppo.sweep.cluster import Cluster
 from gppo.sweep.ray_http import JOBS_API_ERRORS
 

@@ -38,7 +38,7 @@ from gppo.store.tracking import Tracking, attempt_of, is_finished, log_metrics
 from gppo.store.uri import resolve_tracking_uri, state_root, store_exists
 
 if TYPE_CHECKING:
-    from mlflow.entities import Run
+    from gppo.store.tracking import Run
 from gppo.sweep.attempts import DONE, RUNNING, CellState
 from gppo.sweep.cluster import Cluster, ensure_cluster, local_head_for, stop_local_head
 from gppo.sweep.dispatcher import Attempt, Dispatcher

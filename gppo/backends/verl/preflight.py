@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
@@ -33,9 +33,6 @@ from gppo.backends.verl.metrics_map import DIAGNOSTIC_KEYS, mapped_points
 from gppo.cell import Cell
 from gppo.errors import BackendError
 from gppo.objectives.aggregation import GlobalBatchInfo
-
-if TYPE_CHECKING:
-    from gppo.grid.load import Plan
 
 ATOL = 1e-6
 
@@ -180,7 +177,7 @@ class NotAVerlSpec(BackendError):
 
 
 def check_plan(
-    plan: Plan, spec_path: str, echo: Callable[[str], None], *, train_step: bool = False
+    plan: Any, spec_path: str, echo: Callable[[str], None], *, train_step: bool = False
 ) -> list[CellCheck]:
     """:func:`check_cell` for every cell of a verl plan, echoing one line per cell as it goes;
     with ``train_step``, then :func:`gppo.backends.verl.trainstep.train_step` for each cell that

@@ -23,7 +23,7 @@ from gppo.sweep.dispatcher import DONE, FAILED, STOPPED, Attempt, Dispatcher
 from gppo.sweep.session import Session, open_session
 
 if TYPE_CHECKING:
-    from mlflow.entities import Run
+    from gppo.store.tracking import Run
 
 #: tag holding the Optuna state a trial ended in (COMPLETE / PRUNED / FAIL)
 TAG_TRIAL_STATE = "gppo.trial_state"
