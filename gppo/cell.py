@@ -21,7 +21,10 @@ import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 #: the backend a spec or cell without ``backend`` runs on: the CPU testbed
 DEFAULT_BACKEND = "local"
@@ -34,7 +37,7 @@ AXIS_MARK = "_"
 _UNSAFE = re.compile(r"[^A-Za-z0-9.-]")
 
 
-def axis_value_text(value: Any) -> str:
+def axis_value_text(value: object) -> str:
     """An axis value as an id writes it: ``0.8``, ``5e-05``, ``token-mean``, ``0.5,10.0`` ->
     ``0.5_10.0``, ``None`` -> ``none`` (anything outside ``[A-Za-z0-9.-]`` as ``_``)."""
     if value is None:
@@ -46,7 +49,7 @@ def axis_value_text(value: Any) -> str:
     return _UNSAFE.sub("_", repr(value) if isinstance(value, float) else str(value))
 
 
-def axis_suffix(point: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:
+def axis_suffix(point: Mapping[str, object], names: Mapping[str, str] | None = None) -> str:
     """``{"calibration.r_min": 0.8}`` -> ``_r_min0.8``: per axis (in order) its short name (the
     path's last part, or ``names[path]``) and value (:func:`axis_value_text`); ``""`` for none."""
     names = names or {}
@@ -143,7 +146,7 @@ class Cell:
     select: bool = False
     settings_model: Any = field(default=None, init=False, compare=False, repr=False)
 
-    def keep_settings_model(self, model: Any) -> Cell:
+    def keep_settings_model(self, model: BaseModel | None) -> Cell:
         """Attach ``model``, this cell's ``settings`` as validated by its backend (the grid
         expansion's); returns the cell."""
         object.__setattr__(self, "settings_model", model)

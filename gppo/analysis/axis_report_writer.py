@@ -17,7 +17,7 @@ from __future__ import annotations
 import html
 import io
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -202,7 +202,7 @@ def write_axes_report(
     fmts: list[str],
     *,
     select: list[str] | None = None,
-    home: dict[str, Any] | None = None,
+    home: Mapping[str, object] | None = None,
     figures: bool = True,
     mark: Callable[[list[PointTable]], None] | None = None,
     **table_kwargs: Any,

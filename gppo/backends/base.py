@@ -113,7 +113,7 @@ class Backend(ABC, Generic[SettingsT]):
     #: --train-step``); a backend that cannot refuses the option (:meth:`check_options`)
     preflight_train_step: ClassVar[bool] = False
 
-    def validate_settings(self, raw: Mapping[str, Any]) -> SettingsT:
+    def validate_settings(self, raw: Mapping[str, object]) -> SettingsT:
         """Validate the backend's section (raises pydantic.ValidationError)."""
         # (an instance of settings_model, which a ClassVar cannot name by the type variable)
         return cast(SettingsT, self.settings_model.model_validate(dict(raw)))
@@ -125,7 +125,7 @@ class Backend(ABC, Generic[SettingsT]):
             return cast(SettingsT, cell.settings_model)
         return self.validate_settings(cell.settings)
 
-    def cost_settings(self, cell: Cell) -> dict[str, Any]:
+    def cost_settings(self, cell: Cell) -> dict[str, object]:
         """The cell's settings that change how long its run takes, for its cost key
         (:func:`gppo.store.cost.cost_key`): the fields of :attr:`settings_model` marked
         :data:`~gppo.store.cost.DRIVES_COST` (an unmarked field counts too), as in

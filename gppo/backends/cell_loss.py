@@ -8,7 +8,6 @@ build the loss of a cell here (verl's plugin, inside verl's worker, calls the sa
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 import torch
 
@@ -19,7 +18,7 @@ from gppo.objectives.defaults import LOSS_AGG_MODE
 LossFn = Callable[..., tuple[torch.Tensor, dict[str, float]]]
 
 
-def make_loss(method: str, loss_params: Mapping[str, Any]) -> tuple[LossFn, str]:
+def make_loss(method: str, loss_params: Mapping[str, object]) -> tuple[LossFn, str]:
     """``(loss_fn, loss_agg_mode)`` for a cell: ``get_method(method)`` with resolved params.
 
     ``loss_fn(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode=...)`` returns

@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gppo import metrics as M
 from gppo.errors import GppoError
 from gppo.store.health import exit_if_refused
 from gppo.store.run_logger import RunLogger
 from gppo.store.tracking import retry_locked, store_client
+
+if TYPE_CHECKING:
+    from gppo.store.tracking import MlflowClient
 
 
 class ProtocolError(GppoError, RuntimeError):
@@ -143,7 +146,7 @@ class CellRun(RunLogger):
 
 
 def protocol_violations(
-    client: Any, run_id: str, *, eval_k: int, benchmarks: Sequence[str], final_step: int
+    client: MlflowClient, run_id: str, *, eval_k: int, benchmarks: Sequence[str], final_step: int
 ) -> list[str]:
     """What a finished cell run lacks of the protocol (empty: none): the base evaluation at step
     0 (with ``eval_base``), a ``train/score`` at every step 1..``final_step``, the final

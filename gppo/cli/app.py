@@ -21,7 +21,7 @@ from typing import Annotated, Any
 import typer
 
 from gppo.cli.args import OverridesArg, only_overrides, positionals
-from gppo.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, fail, one_line_errors
+from gppo.cli.exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, F, fail, one_line_errors
 from gppo.cli.help_text import flowing
 
 app = typer.Typer(
@@ -41,17 +41,17 @@ AddressOpt = Annotated[
 ]
 
 
-def command(name: str | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def command(name: str | None = None) -> Callable[[F], F]:
     """``app.command()`` whose errors end as one line and their code (:mod:`gppo.cli.exit_codes`)."""
 
-    def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+    def deco(fn: F) -> F:
         app.command(name=name, help=flowing(fn.__doc__))(one_line_errors(fn))
         return fn
 
     return deco
 
 
-def add_command(fn: Callable[..., Any], name: str | None = None) -> None:
+def add_command(fn: Callable[..., object], name: str | None = None) -> None:
     """Register a typer-annotated function as a sub-command (for other packages)."""
     command(name)(fn)
 

@@ -184,8 +184,8 @@ def regions(
         table.add_column(col, justify="left" if col in ("divergence", "estimator") else "right")
     for row in bounds.itertuples(index=False):
         table.add_row(
-            row.divergence,
-            row.estimator,
+            str(row.divergence),
+            str(row.estimator),
             f"{row.delta:.5g}",
             f"{row.mu:g}",
             f"{row.r_lo:.4g}",

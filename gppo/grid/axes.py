@@ -23,11 +23,14 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 from gppo.grid.schema import GridSpec
 from gppo.grid.spec_errors import SpecError, from_validation_error, short
+
+if TYPE_CHECKING:
+    from gppo.cell import Cell
 
 #: the most runs (cells x axis points x seeds) one spec may expand to
 MAX_RUNS = 10_000
@@ -70,7 +73,7 @@ def allowed_text(backend: str) -> str:
 
 
 def check_path(
-    path: Any, backend: str, fields: tuple[str, ...], file: str, where: str
+    path: object, backend: str, fields: tuple[str, ...], file: str, where: str
 ) -> list[str]:
     """The parts of a valid dotted ``path`` (raises :class:`SpecError` at ``where``).
 
@@ -118,7 +121,7 @@ def spec_path(key: str, backend: str) -> str:
     return key if root in VARYING or root in FIXED or root == backend else f"{backend}.{key}"
 
 
-def put(data: dict[str, Any], backend: str, path: str, value: Any) -> None:
+def put(data: dict[str, Any], backend: str, path: str, value: object) -> None:
     """Set ``value`` at the dotted ``path`` of ``data``, a spec's fields as :class:`GridSpec`
     names them (the backend's section is ``settings``); the dicts on the way are copied."""
     parts = path.split(".")
@@ -138,7 +141,7 @@ def spec_data(spec: GridSpec) -> dict[str, Any]:
 
 
 def point_spec(
-    base: dict[str, Any], backend: str, point: dict[str, Any], file: str, where: str = ""
+    base: dict[str, Any], backend: str, point: Mapping[str, object], file: str, where: str = ""
 ) -> GridSpec:
     """The spec (without axes) of one axis point: each value put at its path in ``base`` (from
     :func:`spec_data`) and validated as a plain value there; errors are named at ``where``."""
@@ -271,7 +274,7 @@ def _has(section: dict[str, Any], parts: list[str]) -> bool:
     return True
 
 
-def points(axes: dict[str, list[Any]]) -> Iterator[dict[str, Any]]:
+def points(axes: Mapping[str, Sequence[object]]) -> Iterator[dict[str, object]]:
     """Every axis point, ``{path: value}``, the first axis varying slowest."""
     paths = list(axes)
     for combo in itertools.product(*(axes[p] for p in paths)):
@@ -283,7 +286,9 @@ def _point_key(values: Iterable[Any]) -> str:
     return json.dumps(list(values), sort_keys=True)
 
 
-def expand_axes(spec: GridSpec, file: str, expand_one: Any) -> list[Any]:
+def expand_axes(
+    spec: GridSpec, file: str, expand_one: Callable[[GridSpec], list[Cell]]
+) -> list[Cell]:
     """The cells of a spec with axes: ``expand_one`` (a spec without axes -> its cells) at each
     axis point; a cell gets the point's values of the axes that move it (its ``axes`` and id
     suffix, :func:`gppo.cell.axis_suffix`), and the copies an axis does not move are one cell.
@@ -338,7 +343,8 @@ def expand_axes(spec: GridSpec, file: str, expand_one: Any) -> list[Any]:
             point = {k: v for k, v in p.items() if k in moved[j]}
             suffix = axis_suffix(point, names)
             if cell.method == "gppo":
-                cid = cell_id(cell.divergence, cell.estimator, cell.seed, suffix)
+                divergence = cast(str, cell.divergence)  # a gppo cell's is set
+                cid = cell_id(divergence, cell.estimator, cell.seed, suffix)
             else:
                 cid = cell_id(cell.method, seed=cell.seed, axes=suffix)
             if cid in seen:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import inspect
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -162,7 +162,7 @@ def _draft7(node: Any) -> Any:
     return out
 
 
-def schema_text(schema: dict[str, Any]) -> str:
+def schema_text(schema: Mapping[str, object]) -> str:
     """The schema as the shipped file writes it."""
     return json.dumps(schema, indent=2, ensure_ascii=False) + "\n"
 

@@ -55,14 +55,14 @@ def _section_from_yaml(raw: dict[str, Any], backend: Any, file: str, where: str)
     return raw
 
 
-def backend_of(raw: Any) -> str:
+def backend_of(raw: object) -> str:
     """The backend a spec in its YAML shape names: its ``backend`` key, else the default
     (:data:`gppo.cell.DEFAULT_BACKEND`). Reads only that key; :func:`spec_from_yaml` validates."""
     backend = raw.get("backend", DEFAULT_BACKEND) if isinstance(raw, dict) else DEFAULT_BACKEND
     return str(backend)
 
 
-def spec_from_yaml(raw: Any, file: str = "<spec>") -> GridSpec:
+def spec_from_yaml(raw: object, file: str = "<spec>") -> GridSpec:
     """Validate a spec in its YAML shape (already parsed: a mapping) into a :class:`GridSpec`."""
     from pydantic import ValidationError
 

@@ -209,9 +209,9 @@ def parse(text: str) -> tuple[str, Any]:
 
 def resolve(
     texts: Sequence[str],
-    raw: Mapping[str, Any],
+    raw: Mapping[str, object],
     *,
-    roots: Mapping[str, Any] | None = None,
+    roots: Mapping[str, object] | None = None,
     forbidden: Mapping[str, str] | None = None,
 ) -> list[SpecOverride]:
     """Parse and check ``texts`` against the spec ``raw`` (its YAML shape); raises
@@ -271,7 +271,7 @@ def _unknown_text(exc: _Unknown) -> str:
     return f"unknown field {exc.where}; allowed: {allowed}{hint}"
 
 
-def apply(raw: Mapping[str, Any], overrides: Sequence[SpecOverride]) -> dict[str, Any]:
+def apply(raw: Mapping[str, object], overrides: Sequence[SpecOverride]) -> dict[str, Any]:
     """A copy of ``raw`` with every override set in order (the spec as the edited file holds
     it); a Hydra key is appended to the verl section's ``extra_overrides``."""
     out: dict[str, Any] = copy.deepcopy(dict(raw))
@@ -291,10 +291,10 @@ def apply(raw: Mapping[str, Any], overrides: Sequence[SpecOverride]) -> dict[str
 
 
 def apply_texts(
-    raw: Mapping[str, Any],
+    raw: Mapping[str, object],
     texts: Sequence[str],
     *,
-    roots: Mapping[str, Any] | None = None,
+    roots: Mapping[str, object] | None = None,
     forbidden: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], list[SpecOverride]]:
     """:func:`resolve` then :func:`apply`: (the edited spec, the overrides)."""

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gppo.errors import SpecError
 
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from pydantic_core import ErrorDetails
 
-def format_path(loc: Iterable[Any]) -> str:
+
+class ValidationErrors(Protocol):
+    """A pydantic ``ValidationError``, or a look-alike that edits its errors."""
+
+    def errors(self, *, include_url: bool = ...) -> list[ErrorDetails]: ...
+
+
+def format_path(loc: Iterable[object]) -> str:
     """``("grid", "divergences", 2)`` -> ``grid.divergences[2]``."""
     out = ""
     for part in loc:
@@ -19,12 +29,12 @@ def format_path(loc: Iterable[Any]) -> str:
     return out
 
 
-def short(value: Any, limit: int = 60) -> str:
+def short(value: object, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _message(err: dict[str, Any], allowed_keys: Sequence[str] | None) -> str:
+def _message(err: Mapping[str, Any], allowed_keys: Sequence[str] | None) -> str:
     kind, msg, value = err.get("type", ""), err.get("msg", ""), err.get("input")
     if kind == "extra_forbidden":
         key = err["loc"][-1] if err.get("loc") else "?"
@@ -41,9 +51,9 @@ def _message(err: dict[str, Any], allowed_keys: Sequence[str] | None) -> str:
 
 def from_validation_error(
     file: str,
-    exc: Any,
-    prefix: Sequence[Any] = (),
-    model: Any = None,
+    exc: ValidationErrors,
+    prefix: Sequence[str | int] = (),
+    model: type[BaseModel] | None = None,
     keys: Mapping[str, str] | None = None,
 ) -> SpecError:
     """The first error of a pydantic ``ValidationError`` as a :class:`SpecError`.

@@ -15,9 +15,21 @@ Modes (``loss_mat``, ``loss_mask``: (B, T)):
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import torch
 
 Tensor = torch.Tensor
+
+
+class GlobalBatchInfo(TypedDict, total=False):
+    """verl's ``config.global_batch_info``: :func:`agg_loss`'s keyword arguments past the mode."""
+
+    dp_size: int
+    batch_num_tokens: int | Tensor | None
+    global_batch_size: int | Tensor | None
+    loss_scale_factor: float | None
+
 
 AGG_MODES: tuple[str, ...] = (
     "token-mean",

@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from .aggregation import agg_loss, check_agg_mode, masked_sum
+from .aggregation import GlobalBatchInfo, agg_loss, check_agg_mode, masked_sum
 from .checks import check_same_shape
 from .defaults import LOSS_AGG_MODE
 from .losses import LOG_RATIO_CLAMP, full_precision, work_dtype
@@ -140,7 +140,7 @@ def gspo_loss(
     loss_agg_mode: str = LOSS_AGG_MODE,
     clip_ratio_low: float,
     clip_ratio_high: float,
-    global_batch_info: dict[str, Any] | None = None,
+    global_batch_info: GlobalBatchInfo | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """GSPO: s_i = exp(mean_t log r), token-level s_i,t = sg(s_i) pi / sg(pi), PPO clip on it."""
     _prep(old_log_prob, log_prob, advantages, response_mask)
@@ -168,7 +168,7 @@ def gmpo_loss(
     loss_agg_mode: str = LOSS_AGG_MODE,
     clip_ratio_low: float,
     clip_ratio_high: float,
-    global_batch_info: dict[str, Any] | None = None,
+    global_batch_info: GlobalBatchInfo | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """GMPO: exp(mean_t sgn(A) min(sgn(A) t, sgn(A) clip(t, -low, high))) x mean_t A, mean over
     sequences (``loss_agg_mode`` and ``global_batch_info`` are not used, as in verl)."""
@@ -196,7 +196,7 @@ def sapo_loss(
     loss_agg_mode: str = LOSS_AGG_MODE,
     tau_pos: float,
     tau_neg: float,
-    global_batch_info: dict[str, Any] | None = None,
+    global_batch_info: GlobalBatchInfo | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """SAPO: loss = -sigmoid(tau (r - 1)) 4/tau A, tau = tau_pos if A > 0 else tau_neg;
     always ``seq-mean-token-mean`` (as verl)."""
@@ -223,7 +223,7 @@ def cispo_loss(
     loss_agg_mode: str = LOSS_AGG_MODE,
     clip_ratio_low: float,
     clip_ratio_high: float,
-    global_batch_info: dict[str, Any] | None = None,
+    global_batch_info: GlobalBatchInfo | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """CISPO: loss = -sg(clip(r, 1 - low, 1 + high)) A log pi (every token keeps a gradient)."""
     _prep(old_log_prob, log_prob, advantages, response_mask)
@@ -268,7 +268,7 @@ def clip_cov_loss(
     clip_cov_lb: float,
     clip_cov_ub: float,
     generator: torch.Generator | None = None,
-    global_batch_info: dict[str, Any] | None = None,
+    global_batch_info: GlobalBatchInfo | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clip-Cov: PPO clip, and no gradient for a random ``clip_cov_ratio`` share of the
     unclipped tokens whose (A - mean A)(log pi - mean log pi) lies in (lb, ub).

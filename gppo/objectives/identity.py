@@ -86,7 +86,7 @@ def _gppo_region(params: Mapping[str, Any]) -> list[Any]:
     ]
 
 
-def loss_key(method: str, params: Mapping[str, Any]) -> str:
+def loss_key(method: str, params: Mapping[str, object]) -> str:
     """The canonical key of ``method``'s loss with ``params`` (a cell's ``loss_params``): equal
     keys, the same loss, gradient and diagnostics on every input. Raises what the method's own
     validation raises for bad parameters."""

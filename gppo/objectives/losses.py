@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from .aggregation import agg_loss, check_agg_mode
+from .aggregation import GlobalBatchInfo, agg_loss, check_agg_mode
 from .buckets import MU_BUCKETS
 from .checks import (
     check_delta,
@@ -352,7 +352,7 @@ def gppo_policy_loss(
     ratio_bounds: tuple[float, float] | None = RATIO_BOUNDS,
     dual_clip: float | None = DUAL_CLIP,
     loss_agg_mode: str = LOSS_AGG_MODE,
-    global_batch_info: dict[str, Any] | None = None,
+    global_batch_info: GlobalBatchInfo | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """The GPPO policy loss of one Divergence x Estimator cell (Eq. 11), verl's convention.
 

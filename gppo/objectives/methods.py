@@ -29,6 +29,7 @@ import torch
 from gppo.registry import Registry
 
 from . import baselines, defaults
+from .aggregation import GlobalBatchInfo
 from .defaults import LOSS_AGG_MODE  # (the field `defaults` hides the module in the class)
 from .divergences import get_divergence
 from .estimators import get_estimator
@@ -77,7 +78,7 @@ class Method:
         """Every key ``resolve``/``loss`` accept."""
         return frozenset(self.defaults) | frozenset(self.required) | self.extra
 
-    def resolve(self, params: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    def resolve(self, params: Mapping[str, object] | None = None) -> dict[str, Any]:
         """Defaults merged with ``params``; ValueError for unknown or missing keys."""
         params = dict(params or {})
         unknown = sorted(set(params) - self.param_names)
@@ -104,7 +105,7 @@ class Method:
         response_mask: Tensor,
         *,
         loss_agg_mode: str = LOSS_AGG_MODE,
-        global_batch_info: dict[str, Any] | None = None,
+        global_batch_info: GlobalBatchInfo | None = None,
         **params: Any,
     ) -> tuple[Tensor, dict[str, float]]:
         p = self.resolve(params)

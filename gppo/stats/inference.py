@@ -47,6 +47,7 @@ import inspect
 import math
 import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy import stats
@@ -84,6 +85,7 @@ def _percentile_bootstrap(
 ) -> Interval:
     """``scipy.stats.bootstrap``'s percentile CI, the samples resampled independently
     (``N_RESAMPLES``, vectorised, seeded)."""
+    rng: dict[str, Any] = {_RNG_KW: np.random.default_rng(seed)}  # rng= or random_state=
     res = stats.bootstrap(
         tuple(samples),
         statistic,
@@ -92,7 +94,7 @@ def _percentile_bootstrap(
         method="percentile",
         paired=False,
         vectorized=True,
-        **{_RNG_KW: np.random.default_rng(seed)},
+        **rng,
     )
     ci = res.confidence_interval
     return float(ci.low), float(ci.high)
@@ -130,7 +132,7 @@ def _t_interval(diff: float, se: float, df: float, confidence: float) -> Interva
     return float(lo), float(hi)
 
 
-def mean_ci(x: Sequence[float], confidence: float = CONFIDENCE) -> Interval | None:
+def mean_ci(x: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> Interval | None:
     """Student t CI of the mean of ``x`` (shape ``(n,)``): ``x̄ ± t_{n-1} s / sqrt(n)``;
     None for n < 2.
 
@@ -273,7 +275,7 @@ def pooled_pvalues(
     return out
 
 
-def adjust(pvalues: Sequence[float], method: str = "bh") -> np.ndarray:
+def adjust(pvalues: Sequence[float] | np.ndarray, method: str = "bh") -> np.ndarray:
     """Multiplicity-adjusted p-values over one family of comparisons (``bh`` or ``holm``)."""
     p = np.asarray(pvalues, dtype=float)
     if p.size == 0:

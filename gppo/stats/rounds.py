@@ -26,12 +26,16 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gppo.cell import Cell
 from gppo.grid.sharing import run_key
 from gppo.stats.inference import DEFAULT_TEST
 from gppo.stats.sequential import CONTINUE, STATUS_NAMES, Design, RowDecision, decide
+
+if TYPE_CHECKING:
+    from gppo.grid.load import Plan
+    from gppo.grid.schema import GridSpec
 
 #: a row not yet decided (its round under way, or left by the budget)
 OPEN = "open"
@@ -43,7 +47,7 @@ SEED_FAILED = "seed failed"
 REFERENCE_FAILED = "reference seed failed"
 
 
-def design_of(spec: Any, rows: int | None = None) -> Design:
+def design_of(spec: GridSpec, rows: int | None = None) -> Design:
     """The :class:`~gppo.stats.sequential.Design` of a spec's ``seeds: {min, max, batch,
     equivalence}`` and ``analysis.test`` (``rows``: the correction's family, the rows compared
     with the reference)."""
@@ -63,7 +67,7 @@ def row_of(cell: Cell) -> str:
     return f"{cell.divergence}/{cell.estimator}" if cell.divergence else cell.method
 
 
-def point_text(point: Mapping[str, Any]) -> str:
+def point_text(point: Mapping[str, object]) -> str:
     """``lr=0.0001, steps=60``; empty without axes."""
     return ", ".join(f"{k}={v}" for k, v in sorted(point.items()))
 
@@ -223,7 +227,7 @@ class Rounds:
     tables: list[TableRounds]
 
     @classmethod
-    def of_plan(cls, plan: Any) -> Rounds:
+    def of_plan(cls, plan: Plan) -> Rounds:
         """The rounds of an adaptive plan (``plan.spec.seeds`` is ``{min, max}``)."""
         spec = plan.spec
         tables = tables_of(plan.cells, spec.seed_list, spec.reference)

@@ -291,7 +291,7 @@ def _final_quantile(df_max: np.ndarray, design: Design, level: np.ndarray) -> np
     nominal = np.vectorize(
         lambda a: spending.nominal_levels(float(a), fractions, True, design.spending)[-1]
     )(level)
-    return stats.t.isf(nominal / 2, df_max)
+    return np.asarray(stats.t.isf(nominal / 2, df_max))
 
 
 def _predictive(delta, se, se_max, df_max, open_, design: Design, fam, r0) -> np.ndarray:

@@ -172,7 +172,7 @@ def _simulate(
         ss = ss + np.concatenate([np.zeros((paths, 1)), extra], 1)[:, counts - 1]
     df = groups * (counts - 1)
     t = (cs[0] - cs[1]) / counts / np.sqrt(ss / df * 2 / counts)
-    return 2 * stats.t.sf(np.abs(t), df)
+    return np.asarray(2 * stats.t.sf(np.abs(t), df))
 
 
 @functools.lru_cache(maxsize=8)

@@ -24,10 +24,14 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gppo import metrics as M
 from gppo.cell import Cell, Resources
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+    from pydantic.fields import FieldInfo
 
 SECONDS_PER_HOUR = 3600.0
 
@@ -87,13 +91,13 @@ DRIVES_COST = CostMark(True)
 NO_COST = CostMark(False)
 
 
-def drives_cost(field_info: Any) -> bool | None:
+def drives_cost(field_info: FieldInfo | None) -> bool | None:
     """A pydantic field's :class:`CostMark` (None: unmarked)."""
     marks = [m for m in getattr(field_info, "metadata", ()) if isinstance(m, CostMark)]
     return marks[-1].drives if marks else None
 
 
-def cost_settings(model: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
+def cost_settings(model: type[BaseModel], settings: Mapping[str, object]) -> dict[str, object]:
     """The part of ``settings`` (a cell's settings, the dump of the pydantic class ``model``) in
     the cost key: each field marked :data:`DRIVES_COST`, and each unmarked one (a plugin's
     settings that say nothing are taken to drive cost: no run is reused for another)."""
@@ -101,7 +105,7 @@ def cost_settings(model: Any, settings: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in settings.items() if drives_cost(fields.get(k)) is not False}
 
 
-def cost_key(cell: Cell, resources: Resources, settings: Mapping[str, Any]) -> str:
+def cost_key(cell: Cell, resources: Resources, settings: Mapping[str, object]) -> str:
     """What makes two runs comparable in cost (16 hex digits): the backend, ``settings`` (the
     cell's settings that drive cost, as its backend marks them: :func:`cost_settings`,
     :meth:`gppo.backends.base.Backend.cost_settings`), its benchmarks, avg@k, whether it scores

@@ -246,7 +246,9 @@ def what_to_grant(refusal: str, experiment: str, experiment_id: str) -> str:
     )
 
 
-def exit_if_refused(client: Any, uri: str | None, run_id: str) -> None:
+def exit_if_refused(
+    client: MlflowClient | RefusalNamingClient, uri: str | None, run_id: str
+) -> None:
     """In a cell's job: read the run the launcher made for it once; if the tracking server refuses
     this node's credentials, end the process with the one line (exit 1, no stack trace), which
     the launcher records as the attempt's failure."""

@@ -20,17 +20,20 @@ follower is never taken for an interrupted job of its lead's.
 from __future__ import annotations
 
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gppo import metrics as M
 from gppo.cell import Cell
 from gppo.store.tracking import Tracking, retry_locked, sweep_filter
 
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
 #: metrics per ``log_batch`` call (MLflow's limit is 1000)
 BATCH = 1000
 
 
-def source_of(run: Any) -> str:
+def source_of(run: Run) -> str:
     """The run whose training a cell run's results are: itself, or a follower's source."""
     return run.data.tags.get(M.TAG_SAME_RUNS) or run.info.run_id
 

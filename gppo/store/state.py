@@ -33,9 +33,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gppo import metrics as M
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
 
 #: Ray job statuses of a job that is still alive
 ACTIVE_JOB = frozenset({"PENDING", "RUNNING"})
@@ -88,11 +91,11 @@ class Derived:
     PENDING)."""
 
     state: State
-    run: Any | None = None
+    run: Run | None = None
 
 
 def cell_state(
-    runs: Sequence[Any],
+    runs: Sequence[Run],
     config_hash: str,
     job_status: Callable[[str], str | None] | None = None,
 ) -> Derived:

@@ -13,7 +13,7 @@ import contextlib
 import json
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -23,8 +23,11 @@ from gppo.cell import Cell
 from gppo.store.health import RefusalNamingClient
 from gppo.store.uri import redact, resolve_tracking_uri
 
+# MLflow's types, re-exported: the layers above name them from here (only the store imports mlflow)
 if TYPE_CHECKING:
-    from mlflow import MlflowClient
+    from fastapi import FastAPI
+    from mlflow import MlflowClient as MlflowClient
+    from mlflow.entities import Run as Run
 
 T = TypeVar("T")
 PARAM_VALUE_MAX = 6000
@@ -73,7 +76,11 @@ def retry_locked(fn: Callable[[], T], *, attempts: int = 30, base_s: float = 0.0
 
 
 def log_metrics(
-    client: Any, run_id: str, values: dict[str, float], step: int, timestamp_ms: int | None = None
+    client: MlflowClient | RefusalNamingClient,
+    run_id: str,
+    values: dict[str, float],
+    step: int,
+    timestamp_ms: int | None = None,
 ) -> None:
     """Log many metrics of one step in one ``log_batch`` (retried when the store is locked): the
     launcher's one-off metrics of a run (its resources, its cost). A cell's entrypoint writes
@@ -86,7 +93,11 @@ def log_metrics(
         retry_locked(partial(client.log_batch, run_id, metrics=batch[i : i + 1000]))
 
 
-def log_points(client: Any, run_id: str, points: Iterable[tuple[str, float, int]]) -> None:
+def log_points(
+    client: MlflowClient | RefusalNamingClient,
+    run_id: str,
+    points: Iterable[tuple[str, float, int]],
+) -> None:
     """Log ``(key, value, step)`` points of any steps, 500 per synchronous ``log_batch``."""
     from mlflow.entities import Metric
 
@@ -111,14 +122,14 @@ def store_exception() -> type[Exception]:
     return MlflowException
 
 
-def server_app() -> Any:
+def server_app() -> FastAPI:
     """MLflow's own tracking server and UI as an ASGI app (what ``gppo-sweep ui`` serves)."""
     from mlflow.server.fastapi_app import app
 
     return app
 
 
-def flatten(prefix: str, value: Any, out: dict[str, str]) -> dict[str, str]:
+def flatten(prefix: str, value: object, out: dict[str, str]) -> dict[str, str]:
     """``{"a": {"b": 1}}`` -> ``{"a.b": "1"}`` (lists and scalars as text)."""
     if isinstance(value, dict):
         for k, v in value.items():
@@ -253,8 +264,8 @@ class Tracking:
                 raise
             return exp.experiment_id
 
-    def search(self, experiment_id: str, filter_string: str) -> list[Any]:
-        runs: list[Any] = []
+    def search(self, experiment_id: str, filter_string: str) -> list[Run]:
+        runs: list[Run] = []
         token = None
         while True:
             page = retry_locked(
@@ -288,9 +299,9 @@ class Tracking:
         )
         return run.info.run_id
 
-    def cell_runs(self, experiment_id: str, sweep_id: str) -> dict[str, list[Any]]:
+    def cell_runs(self, experiment_id: str, sweep_id: str) -> dict[str, list[Run]]:
         """Every cell run of the sweep, by cell id, oldest attempt first."""
-        out: dict[str, list[Any]] = {}
+        out: dict[str, list[Run]] = {}
         for run in self.search(experiment_id, sweep_filter(sweep_id)):
             out.setdefault(run.data.tags.get(M.TAG_CELL_ID, ""), []).append(run)
         for runs in out.values():
@@ -339,7 +350,7 @@ class Tracking:
         """End a run as FINISHED, FAILED or KILLED."""
         retry_locked(lambda: self.client.set_terminated(run_id, status))
 
-    def get_run(self, run_id: str) -> Any:
+    def get_run(self, run_id: str) -> Run:
         return retry_locked(lambda: self.client.get_run(run_id))
 
 
@@ -351,7 +362,7 @@ def int_tag(tags: dict[str, str], key: str, default: int = 0) -> int:
         return default
 
 
-def attempt_of(run: Any) -> int:
+def attempt_of(run: Run) -> int:
     """The attempt number of an ``mlflow.entities.Run`` (0 when untagged)."""
     return int_tag(run.data.tags, M.TAG_ATTEMPT)
 
@@ -361,12 +372,12 @@ def finished_tag(tags: dict[str, str]) -> bool:
     return tags.get(M.TAG_FINISHED, "").lower() == "true"
 
 
-def is_finished(run: Any) -> bool:
+def is_finished(run: Run) -> bool:
     """:func:`finished_tag` of an ``mlflow.entities.Run``."""
     return finished_tag(run.data.tags)
 
 
-def latest_metric(run: Any, name: str) -> tuple[float, int] | None:
+def latest_metric(run: Run, name: str) -> tuple[float, int] | None:
     """(value, step) of a run's latest value of ``name`` (``RunData.to_proto`` has the steps)."""
     for m in run.data.to_proto().metrics:
         if m.key == name:
@@ -374,7 +385,7 @@ def latest_metric(run: Any, name: str) -> tuple[float, int] | None:
     return None
 
 
-def log_params(tracking: Tracking, run_id: str, params: dict[str, Any]) -> None:
+def log_params(tracking: Tracking, run_id: str, params: Mapping[str, object]) -> None:
     """Log ``params`` into a run (values as text, any URI's password redacted; keys cut to
     MLflow's 250 characters)."""
     from mlflow.entities import Param
@@ -384,7 +395,9 @@ def log_params(tracking: Tracking, run_id: str, params: dict[str, Any]) -> None:
         retry_locked(partial(tracking.client.log_batch, run_id, params=batch[i : i + 100]))
 
 
-def metric_steps(tracking: Tracking | Any, run_id: str, name: str) -> list[tuple[int, float]]:
+def metric_steps(
+    tracking: Tracking | MlflowClient | RefusalNamingClient, run_id: str, name: str
+) -> list[tuple[int, float]]:
     """``(step, value)`` of a run's metric ``name``, one per step (the latest write wins), by
     step; ``tracking``: a :class:`Tracking` or the client of one (a report's)."""
     client = tracking.client if isinstance(tracking, Tracking) else tracking

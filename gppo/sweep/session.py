@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gppo import metrics as M
 from gppo.backends.base import get_backend
@@ -36,6 +36,9 @@ from gppo.store.state import ACTIVE_JOB as ACTIVE
 from gppo.store.state import cell_state
 from gppo.store.tracking import Tracking, attempt_of, is_finished, log_metrics
 from gppo.store.uri import resolve_tracking_uri, state_root, store_exists
+
+if TYPE_CHECKING:
+    from gppo.store.tracking import Run
 from gppo.sweep.cluster.connect import Cluster, ensure_cluster, local_head_for, stop_local_head
 from gppo.sweep.running.attempts import DONE, RUNNING, CellState
 from gppo.sweep.running.dispatcher import Attempt, Dispatcher
@@ -165,7 +168,7 @@ def read_sweep(plan: Plan) -> tuple[Tracking, str] | None:
 
 
 def settle_orphan(
-    ctx: Session, disp: Dispatcher, att: Attempt, run: Any, *, driver: str
+    ctx: Session, disp: Dispatcher, att: Attempt, run: Run, *, driver: str
 ) -> str | None:
     """One RUNNING run whose driver (a launcher, a tuner) is gone: its job's status (None when
     the cluster does not know the job); raises when the cluster does not answer.

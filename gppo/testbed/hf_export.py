@@ -30,7 +30,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import GPT2Config, PreTrainedTokenizerFast
 
 import torch
 
@@ -46,7 +49,7 @@ MIN_HEAD_DIM = 32
 EXPORT_FORMAT = "gppo-testbed-gpt2/v1"
 
 
-def char_tokenizer() -> Any:
+def char_tokenizer() -> PreTrainedTokenizerFast:
     """A ``PreTrainedTokenizerFast`` over the testbed's 50 ids: ``<pad>`` = 0, ``</s>`` = 1, then
     one token per character of :data:`~gppo.testbed.vocab.CHARS` (id = index + 2).
 
@@ -74,7 +77,7 @@ def char_tokenizer() -> Any:
     return tok
 
 
-def hf_config(cfg: PolicyConfig) -> Any:
+def hf_config(cfg: PolicyConfig) -> GPT2Config:
     """The ``GPT2Config`` of a testbed policy config (see the module docstring)."""
     from transformers import GPT2Config
 

@@ -15,6 +15,7 @@ import argparse
 import json
 import platform
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,7 @@ def base_scores(policy: Policy, domain_name: str) -> dict[str, Any]:
 
 
 def ship(
-    settings: BaseModelSettings, threads: int = 1, changed: dict[str, Any] | None = None
+    settings: BaseModelSettings, threads: int = 1, changed: Mapping[str, object] | None = None
 ) -> dict[str, Any]:
     """Build the base for ``settings``, evaluate it (avg@8 on every benchmark, the testbed's eval
     seed ``RL.eval_seed``) as stored (float16), and write ``base-<domain>[-<changed>].pt`` and ``.json``.

@@ -13,8 +13,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -139,7 +140,11 @@ class BaseModelSettings(BaseModel):
 NEUTRAL_SETTINGS: dict[str, Any] = {"base_temperature": 1.0}
 
 
-def without_neutral_settings(data: dict[str, Any]) -> dict[str, Any]:
+#: a settings dump's value type (kept by the filters below)
+V = TypeVar("V")
+
+
+def without_neutral_settings(data: Mapping[str, V]) -> dict[str, V]:
     """``data`` (a settings dump) without the :data:`NEUTRAL_SETTINGS` at their neutral value."""
     return {
         k: v for k, v in data.items() if not (k in NEUTRAL_SETTINGS and v == NEUTRAL_SETTINGS[k])
@@ -152,7 +157,7 @@ def without_neutral_settings(data: dict[str, Any]) -> dict[str, Any]:
 BASE_CHOICES = ("warmstart_target",)
 
 
-def without_off_choices(data: dict[str, Any]) -> dict[str, Any]:
+def without_off_choices(data: Mapping[str, V]) -> dict[str, V]:
     """``data`` (a section's dump) without the :data:`BASE_CHOICES` that are None."""
     return {k: v for k, v in data.items() if not (k in BASE_CHOICES and v is None)}
 

@@ -20,6 +20,7 @@ Rebuild and re-ship a base with :mod:`.ship` (then commit both files)::
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,7 @@ SHIPPED_DIR = Path(__file__).with_name("base_models")
 RECORD_K = DEFAULT_EVAL_K
 
 
-def base_name(domain: str, changed: dict[str, Any] | None = None) -> str:
+def base_name(domain: str, changed: Mapping[str, object] | None = None) -> str:
     """``base-math`` for the default; ``base-math-target0.1`` with ``warmstart_target=0.1``."""
     parts = [f"base-{domain}"]
     for key, value in sorted((changed or {}).items()):
@@ -39,7 +40,7 @@ def base_name(domain: str, changed: dict[str, Any] | None = None) -> str:
     return "-".join(parts)
 
 
-def record_path(domain: str, changed: dict[str, Any] | None = None) -> Path:
+def record_path(domain: str, changed: Mapping[str, object] | None = None) -> Path:
     return SHIPPED_DIR / f"{base_name(domain, changed)}.json"
 
 
@@ -50,7 +51,9 @@ def _read(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def shipped_record(domain: str, changed: dict[str, Any] | None = None) -> dict[str, Any] | None:
+def shipped_record(
+    domain: str, changed: Mapping[str, object] | None = None
+) -> dict[str, Any] | None:
     """A shipped base's record (key hash, build, avg@8 per benchmark), or None: the domain's
     default, or the family member with the warm-start settings ``changed``."""
     return _read(record_path(domain, changed))

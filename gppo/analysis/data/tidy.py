@@ -37,6 +37,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import cast
 
 import pandas as pd
 
@@ -236,7 +237,8 @@ def read_scores_csv(path: str | Path) -> pd.DataFrame:
             f"{path}: unknown column {unknown[0]!r}; allowed: {','.join(known)} and axis "
             "columns named by their dotted path (e.g. calibration.r_min)"
         )
-    rows = [_validate_row(path, i + 2, rec) for i, rec in enumerate(frame.to_dict("records"))]
+    records = cast("list[dict[str, str]]", frame.to_dict("records"))  # read as str, columns named
+    rows = [_validate_row(path, i + 2, rec) for i, rec in enumerate(records)]
     if not rows:
         raise ReportInputError(f"{path}: no data rows")
     out = normalise(pd.DataFrame(rows))

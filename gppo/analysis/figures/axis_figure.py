@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gppo.analysis.data.tidy import BASE
 from gppo.analysis.tables.axis_tables import PointTable, value_text
 from gppo.analysis.tables.table1_model import AVG
 from gppo.analysis.vocabulary import BASE_MODEL
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 #: the file stem of the figure
 STEM = "axis_response"
@@ -48,7 +51,7 @@ def response_frame(tables: Sequence[PointTable]) -> list[dict[str, Any]]:
     return out
 
 
-def figure_response(tables: Sequence[PointTable], domain: str, reference: str) -> Any:
+def figure_response(tables: Sequence[PointTable], domain: str, reference: str) -> Figure:
     """The figure for one domain (matplotlib Figure)."""
     import matplotlib
 

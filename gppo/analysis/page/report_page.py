@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import pandas as pd
@@ -34,6 +34,9 @@ from gppo.analysis.tables.table1_model import Table1
 from gppo.store.cost import Hours, fmt_hours, money_text
 from gppo.store.run_score import score_text
 from gppo.store.uri import redact, scheme_of
+
+if TYPE_CHECKING:
+    from gppo.grid.schema import GridSpec
 
 PAGE_NAME = "report.html"
 #: figures in page order, with their captions; any other PNG goes to "More figures"
@@ -217,7 +220,7 @@ def cell_rows(page: PageInput) -> tuple[list[dict[str, Any]], dict[str, str]]:
                 "cpu_h": "-" if cpus is None else fmt_hours(cpus),
                 "gpu_h": "-" if gpus is None else fmt_hours(gpus),
                 "run_id": r.run_id,
-                "link": run_link(page.tracking_uri, page.experiment_id, r.run_id),
+                "link": run_link(page.tracking_uri, page.experiment_id, str(r.run_id)),
             }
         )
     price = page.table.cost.price if page.table.cost else None
@@ -327,7 +330,7 @@ def write_page(page: PageInput, out_dir: str | Path) -> Path:
     return path
 
 
-def spec_as_run(spec: Any) -> dict[str, Any]:
+def spec_as_run(spec: GridSpec) -> dict[str, Any]:
     """A loaded grid spec as YAML-ready data, as it ran: every default filled in and the
     backend's section (``local:``, ``verl:``) with its resolved settings (its raw section for a
     backend that is not available here)."""

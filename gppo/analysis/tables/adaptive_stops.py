@@ -43,7 +43,7 @@ def failed_cells(runs: pd.DataFrame, scores: Mapping[str, float], retries: int) 
     if not len(runs) or "status" not in runs:
         return set()
     bad = runs[runs["status"] == State.FAILED.value]["cell_id"].astype(str).value_counts()
-    return {c for c, k in bad.items() if k > retries} - set(scores)
+    return {str(c) for c, k in bad.items() if k > retries} - set(scores)
 
 
 def cell_scores(runs: pd.DataFrame) -> dict[str, float]:
@@ -100,7 +100,7 @@ def label_stops(
 
 
 def stops_at(
-    found: Sequence[tuple[dict[str, Any], dict[str, RowStop]]], point: Mapping[str, Any]
+    found: Sequence[tuple[dict[str, Any], dict[str, RowStop]]], point: Mapping[str, object]
 ) -> dict[str, RowStop]:
     """The stops of the table at ``point`` (a Table 1's axis point, its values as tidy cells);
     none when no table of the rounds stands there."""

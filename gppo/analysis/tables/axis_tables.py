@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 
@@ -44,7 +45,7 @@ class PointTable:
         return ", ".join(f"{p} = {value_text(v)}" for p, v in self.point.items())
 
 
-def value_text(value: Any) -> str:
+def value_text(value: object) -> str:
     """An axis value as labels and titles write it: text as it is, else its JSON."""
     return value if isinstance(value, str) else json.dumps(value)
 
@@ -70,7 +71,7 @@ def points(tidy: pd.DataFrame) -> list[dict[str, Any]]:
     return [dict(zip(values, combo, strict=True)) for combo in itertools.product(*values.values())]
 
 
-def at_point(tidy: pd.DataFrame, point: dict[str, Any]) -> pd.DataFrame:
+def at_point(tidy: pd.DataFrame, point: Mapping[str, object]) -> pd.DataFrame:
     """The rows that stand at ``point``: the axis's value there, or None (not moved)."""
     keep = pd.Series(True, index=tidy.index)
     for col, value in point.items():
@@ -104,7 +105,7 @@ def point_tables(tidy: pd.DataFrame, **table_kwargs: Any) -> list[PointTable]:
     return out
 
 
-def home_index(tables: list[PointTable], home: dict[str, Any] | None) -> int:
+def home_index(tables: list[PointTable], home: Mapping[str, object] | None) -> int:
     """The point whose table the terminal shows: the spec's own values (``home``:
     :func:`gppo.grid.axes.plain_values`), else the first."""
     for i, pt in enumerate(tables):
@@ -223,7 +224,7 @@ def best_point(tidy: pd.DataFrame, select: list[str], **table_kwargs: Any) -> Be
     base = tidy[tidy["cell"] == BASE]  # a base a selection axis moves is no one row's: left out
     kept = [base[base[list(select)].isna().all(axis=1)]]
     for _, group in by.groupby(level=list(range(len(keys))), dropna=False, sort=False):
-        best = group.idxmax()
+        best = cast("tuple[Any, ...]", group.idxmax())  # a MultiIndex label
         values = dict(zip([*keys, *select], best, strict=True))
         chosen_rows.append({**values, SELECTION: float(group.max())})
         mask = (tidy["domain"] == values["domain"]) & (tidy["cell"] == values["cell"])

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 import pandas as pd
@@ -83,7 +84,7 @@ def runs_frame(
     return pd.DataFrame(rows).sort_values(["point", "divergence", "estimator", "seed"])
 
 
-def _ci_row(values: Sequence[float]) -> dict[str, float]:
+def _ci_row(values: Sequence[float] | pd.Series) -> dict[str, float]:
     """Mean, 95 % t CI and count; NaNs (a run without that measurement: TRL has no probe)
     left out, all NaN with none left."""
     v = np.asarray(values, dtype=float)
@@ -105,7 +106,9 @@ def gains(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def stratified_difference(
-    a: Sequence[Sequence[float]], b: Sequence[Sequence[float]], confidence: float = CONFIDENCE
+    a: Sequence[Sequence[float] | pd.Series],
+    b: Sequence[Sequence[float] | pd.Series],
+    confidence: float = CONFIDENCE,
 ) -> tuple[float, float, float, float]:
     """``(diff, lo, hi, p)``: ``(1/K) Σ_k (mean(a_k) - mean(b_k))`` over K strata (a_k, b_k:
     shapes ``(n_k,)``, ``(m_k,)``), its t interval and two-sided p-value with
@@ -130,7 +133,7 @@ def contrasts(
     ``column`` (default the final avg@k, points; the base is the same within a point, so also
     of gains; ``rise`` for the early rise), its CI, p and Holm's adjusted p over every row."""
     out = []
-    for point, at in sorted(runs.groupby("point"), key=lambda kv: -kv[0]):
+    for point, at in sorted(runs.groupby("point"), key=lambda kv: -cast(float, kv[0])):
         divs = sorted(at["divergence"].unique())
         finals = {
             key: part[column].dropna() for key, part in at.groupby(["estimator", "divergence"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 import jinja2
 import pandas as pd
@@ -28,6 +28,9 @@ from gppo.analysis.vocabulary import (
     OTHER_BASELINES,
 )
 from gppo.stats.inference import CORRECTIONS, TESTS
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 FORMATS = ("md", "latex", "html", "csv")
 EXTENSIONS = {"md": "md", "latex": "tex", "html": "html", "csv": "csv"}
@@ -283,7 +286,11 @@ def to_markdown(table: Table1) -> str:
         parts.append(
             f"### {block.domain}\n\n"
             + tabulate(
-                shown, headers="keys", tablefmt="pipe", showindex=False, disable_numparse=True
+                shown,  # type: ignore[arg-type]  # tabulate reads a DataFrame; its stubs omit it
+                headers="keys",
+                tablefmt="pipe",
+                showindex=False,
+                disable_numparse=True,
             )
         )
     parts.append("\n".join(f"- {n}" for n in notes(table, "md")))
@@ -514,7 +521,10 @@ def to_rich(table: Table1) -> list:
             else:
                 last = values[0]
             rt.add_row(
-                *[Text(v, style=styles.get(int(rank.iloc[i, j]), "")) for j, v in enumerate(values)]
+                *[
+                    Text(v, style=styles.get(int(rank.to_numpy()[i, j]), ""))
+                    for j, v in enumerate(values)
+                ]
             )
         out.append(rt)
     brief = "This view leaves out the per-benchmark columns: see the report (table1.md)."
@@ -522,7 +532,7 @@ def to_rich(table: Table1) -> list:
     return out
 
 
-def print_table1(console: Any, table1: Any) -> None:
+def print_table1(console: Console, table1: Table1) -> None:
     """Table 1 as rich tables whose cells never wrap ("Binary (DPPO)" on one line): boxed when
     that fits the console, else compact (no vertical rules, single spaces between columns;
     quickstart's table: 88 columns boxed, 79 compact)."""

@@ -33,7 +33,10 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trl import GRPOConfig, GRPOTrainer
 
 from gppo import metrics
 from gppo.backends import checkpoints
@@ -78,7 +81,7 @@ def _wait_for_everyone() -> None:
     PartialState().wait_for_everyone()
 
 
-def grpo_config(s: TrlSettings, seed: int, output_dir: Path, max_new_tokens: int) -> Any:
+def grpo_config(s: TrlSettings, seed: int, output_dir: Path, max_new_tokens: int) -> GRPOConfig:
     """TRL's ``GRPOConfig`` for these settings: one generation batch of ``prompts_per_step * G``
     samples split into ``minibatches`` updates (``steps_per_generation``; each update's samples
     split across the ``processes``), no shuffling of the
@@ -225,7 +228,7 @@ def testbed_parts(s: TrlSettings, cell: Cell, benchmarks: list[str]) -> CellPart
     return CellParts(model, tokenizer, data, reward, score, base_dir=assets.model_dir)
 
 
-def weights_line(trainer: Any) -> str:
+def weights_line(trainer: GRPOTrainer) -> str:
     """This process's trained policy in one line: its rank, TRL's optimiser updates, and the sum
     of its weights (float64); data-parallel processes print the same updates and sum."""
     state = trainer.accelerator.state

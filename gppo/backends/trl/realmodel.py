@@ -23,7 +23,10 @@ import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from transformers import BatchEncoding, PreTrainedTokenizerBase
 
 from gppo.backends.trl.console import say
 from gppo.backends.trl.settings import TrlSettings
@@ -50,8 +53,12 @@ class CellParts:
     base_dir: Path | None
 
 
+#: a row's prompt as TRL takes it: the messages (conversational) or plain text
+Prompt = str | list[dict[str, str]]
+
+
 # --- data ---------------------------------------------------------------------------------------
-def prompt_of(messages: Sequence[dict[str, str]], chat_template: bool) -> Any:
+def prompt_of(messages: Sequence[dict[str, str]], chat_template: bool) -> Prompt:
     """What TRL is given as a row's prompt: the messages (conversational), or their contents
     joined by blank lines (plain text)."""
     if chat_template:
@@ -59,7 +66,7 @@ def prompt_of(messages: Sequence[dict[str, str]], chat_template: bool) -> Any:
     return "\n\n".join(m["content"] for m in messages)
 
 
-def prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
+def prompt_ids(tokenizer: PreTrainedTokenizerBase, prompt: Prompt) -> list[int]:
     """The prompt's token ids exactly as TRL builds them: the chat template with the generation
     prompt for messages, the tokenizer's own encoding for text."""
     if isinstance(prompt, str):
@@ -67,10 +74,12 @@ def prompt_ids(tokenizer: Any, prompt: Any) -> list[int]:
     out = tokenizer.apply_chat_template(
         prompt, add_generation_prompt=True, tokenize=True, return_dict=True
     )
-    return list(out["input_ids"])
+    return list(cast("BatchEncoding", out)["input_ids"])  # return_dict=True: a BatchEncoding
 
 
-def read_rows(path: str | Path, s: TrlSettings, tokenizer: Any) -> list[dict[str, Any]]:
+def read_rows(
+    path: str | Path, s: TrlSettings, tokenizer: PreTrainedTokenizerBase
+) -> list[dict[str, Any]]:
     """The rows of one prepared parquet as TRL rows (the module docstring), prompts over
     ``max_prompt_length`` tokens left out; raises :class:`BackendError` when none is left."""
     from gppo.backends.rldata import read_rows as read_file

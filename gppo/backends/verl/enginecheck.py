@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -143,7 +144,7 @@ def engine_step(
     )
 
 
-def build_engine_for_tests(model_dir: Any, param_dtype: str) -> Any:
+def build_engine_for_tests(model_dir: Path, param_dtype: str) -> Any:
     """:func:`.engine.build_engine` with the defaults the checks use."""
     from gppo.backends.verl.engine import build_engine
 

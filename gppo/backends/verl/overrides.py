@@ -261,7 +261,7 @@ def _escape_quoted(text: str) -> str:
     return text.replace("'", "\\'").replace("${", "\\${")
 
 
-def render_value(value: Any) -> str:
+def render_value(value: object) -> str:
     """A Python value in Hydra's override grammar (strings always quoted unless plainly safe)."""
     if value is None:
         return "null"
@@ -283,7 +283,7 @@ def render_value(value: Any) -> str:
     raise OverrideError(f"cannot render {value!r} as a Hydra override value")
 
 
-def render(overrides: Mapping[str, Any]) -> list[str]:
+def render(overrides: Mapping[str, object]) -> list[str]:
     """``{key: value}`` -> ``["key=value", ...]`` in Hydra's grammar."""
     return [f"{key}={render_value(value)}" for key, value in overrides.items()]
 

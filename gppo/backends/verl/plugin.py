@@ -20,7 +20,7 @@ own ``agg_loss(..., **config.global_batch_info)`` so data-parallel scaling is ve
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gppo.backends.verl import hooks
 
@@ -36,6 +36,10 @@ from verl.workers.config import PolicyLossConfig  # noqa: E402
 
 from gppo.backends.verl import compat  # noqa: E402
 from gppo.objectives import defaults  # noqa: E402
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
+    from verl.workers.config import ActorConfig
 
 compat.trl_only_with_a_value_head()  # verl's engine next to TRL 1.16 (the trl extra)
 # GPT-2 (the testbed's base): loaded with its LM head, saved as a Hugging Face model. The second
@@ -131,7 +135,7 @@ def compute_policy_loss_gppo(
     advantages: torch.Tensor,
     response_mask: torch.Tensor,
     loss_agg_mode: str = defaults.LOSS_AGG_MODE,
-    config: Any = None,
+    config: DictConfig | ActorConfig | None = None,
     rollout_is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """GPPO policy loss in verl's calling convention; tensors are (B, T).

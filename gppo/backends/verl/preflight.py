@@ -32,6 +32,7 @@ from gppo.backends.verl import synthetic as sy
 from gppo.backends.verl.metrics_map import DIAGNOSTIC_KEYS, mapped_points
 from gppo.cell import Cell
 from gppo.errors import BackendError
+from gppo.objectives.aggregation import GlobalBatchInfo
 
 ATOL = 1e-6
 
@@ -42,7 +43,7 @@ class _Fail(Exception):
         self.stage = stage
 
 
-def _ours(cell: Cell, tokens: sy.SyntheticTokens, mode: str, info: dict[str, Any]):
+def _ours(cell: Cell, tokens: sy.SyntheticTokens, mode: str, info: GlobalBatchInfo):
     """gppo.objectives on the padded tokens: (loss, grad w.r.t. log_prob)."""
     from gppo.objectives import agg_loss, defaults, gppo_token_loss
     from gppo.objectives.methods import get_method
@@ -134,7 +135,7 @@ def _loss_path(cell: Cell, actor: Any, settings: Any, b: int, r: int) -> str:
     data = sy.synthetic_batch(tokens, seed=1, global_batch_size=b * dp)
     n_tok = int(data["loss_mask"].sum())
     sy.set_engine_batch_info(data, dp_size=dp, other_ranks_tokens=(dp - 1) * n_tok)
-    info = {
+    info: GlobalBatchInfo = {
         "dp_size": dp,
         "batch_num_tokens": data["batch_num_tokens"],
         "global_batch_size": b * dp,

@@ -4,7 +4,10 @@ the model of the engine checks, the GPU check and the smoke assets."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from transformers import Qwen2Tokenizer
 
 import torch
 
@@ -39,7 +42,7 @@ def _byte_symbols() -> list[str]:
     return symbols
 
 
-def tiny_tokenizer() -> Any:
+def tiny_tokenizer() -> Qwen2Tokenizer:
     """A byte-level BPE tokenizer with no merges: token id = byte value for the 256 bytes, then
     :data:`TINY_SPECIAL_TOKENS` (259 tokens), with a ChatML chat template.
 

@@ -20,7 +20,10 @@ import io
 import os
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from omegaconf import DictConfig
 
 from gppo.errors import BackendError
 
@@ -42,7 +45,7 @@ def verl_config_dir() -> str:
     return os.path.join(os.path.dirname(main_ppo.__file__), "config")
 
 
-def compose(overrides: Sequence[str]) -> Any:
+def compose(overrides: Sequence[str]) -> DictConfig:
     """verl's ``ppo_trainer`` config with ``overrides`` applied (an OmegaConf DictConfig)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -81,7 +84,7 @@ def _build(cfg: Any) -> dict[str, Any]:
         raise VerlConfigError(f"verl config: {type(exc).__name__}: {_one_line(exc)}") from None
 
 
-def validate(cfg: Any) -> dict[str, Any]:
+def validate(cfg: DictConfig) -> dict[str, Any]:
     """Run verl's pre-flight checks on a composed config; returns the built dataclasses."""
     from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
 
@@ -108,7 +111,7 @@ def validate(cfg: Any) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=256)
-def compose_and_validate(overrides: tuple[str, ...]) -> tuple[Any, dict[str, Any]]:
+def compose_and_validate(overrides: tuple[str, ...]) -> tuple[DictConfig, dict[str, Any]]:
     """``(composed config, built dataclasses)``, cached per override tuple (treat as read-only)."""
     cfg = compose(overrides)
     return cfg, validate(cfg)

@@ -29,13 +29,16 @@ import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gppo.backends.base import get_backend
 from gppo.cell import Cell
 from gppo.grid.schema import GridSpec, LocalHead
 from gppo.sweep.cluster import ray_http
 from gppo.sweep.cluster.owner import pid_alive
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
 
 CLUSTER_FILE = "cluster.json"
 #: the stopped local head's temp dir and address, where ``logs`` still finds the job logs
@@ -58,7 +61,7 @@ class Cluster:
     pid: int | None = None
     temp_dir: str | None = None
 
-    def client(self) -> Any:  # ray.job_submission.JobSubmissionClient (Ray is imported lazily)
+    def client(self) -> JobSubmissionClient:  # Ray is imported lazily
         """A Jobs API client that authenticates when the cluster has token auth on (imports Ray
         lazily; :func:`gppo.sweep.cluster.ray_http.job_client`). Raises ``OSError`` (``ConnectionError``,
         a timeout) when the cluster does not answer."""

@@ -31,7 +31,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -70,7 +70,7 @@ def _last_beat(tags: dict[str, str], n: int, holder: dict[str, Any]) -> float:
     return beat
 
 
-def holder_alive(holder: dict[str, Any], beat: float, me: Owner, stale_s: float) -> bool:
+def holder_alive(holder: Mapping[str, object], beat: float, me: Owner, stale_s: float) -> bool:
     """Whether the launcher recorded as ``holder`` still runs (see the module docstring)."""
     return alive(holder, me=me, beat=beat, stale_s=stale_s)
 

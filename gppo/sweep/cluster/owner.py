@@ -69,7 +69,7 @@ class Owner:
         return {"host": self.host, "pid": self.pid, "started": self.started, "token": self.token}
 
 
-def alive(record: Any, *, me: Owner, beat: float | None, stale_s: float) -> bool:
+def alive(record: object, *, me: Owner, beat: float | None, stale_s: float) -> bool:
     """Whether the owner ``record`` (:meth:`Owner.as_attr`) still runs.
 
     On this host: its pid runs, is not a zombie, and started when the record says; elsewhere (or

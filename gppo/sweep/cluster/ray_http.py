@@ -25,7 +25,10 @@ import logging
 import os
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ray.job_submission import JobSubmissionClient
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +125,7 @@ def reachable(address: str, timeout: float = 2.0) -> bool:
         return False
 
 
-def job_client(address: str, *, timeout_s: float = REQUEST_TIMEOUT_S) -> Any:
+def job_client(address: str, *, timeout_s: float = REQUEST_TIMEOUT_S) -> JobSubmissionClient:
     """A ``ray.job_submission.JobSubmissionClient`` for ``address`` that sends the token when
     the cluster needs it and gives up on a status GET after ``timeout_s``. Raises ``OSError``
     (``ConnectionError``, a timeout) when the cluster does not answer."""

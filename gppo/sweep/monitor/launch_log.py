@@ -15,12 +15,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import datetime, timezone
-from typing import Any
+from typing import TYPE_CHECKING
 
 from gppo.score_format import pct, quantize
 from gppo.store.state import State
 from gppo.store.uri import redact
 from gppo.sweep.running.attempts import Event
+
+if TYPE_CHECKING:
+    from gppo.sweep.result import LaunchResult
 
 
 def stamp(now: float | None = None) -> str:
@@ -82,7 +85,7 @@ class LaunchLog:
         """Print ``text`` stamped, any URI's password in it redacted (a failure quoting a URI)."""
         self.emit(f"{stamp(self.now())}  {redact(text)}")
 
-    def __call__(self, result: Any) -> None:
+    def __call__(self, result: LaunchResult) -> None:
         """The launcher's ``on_update``: the sweep's first line, then the time left."""
         if not self.k:
             self.k = {cid: st.cell.eval_k for cid, st in result.cells.items()}
@@ -109,11 +112,11 @@ class LaunchLog:
         else:
             self.line(ev.text())
 
-    def eta(self, result: Any) -> float | None:
+    def eta(self, result: LaunchResult) -> float | None:
         """Seconds left (None before the first cell of this launch has finished)."""
         return launch_eta(result, self.durations, self.slots, self.now())
 
-    def _eta(self, result: Any) -> None:
+    def _eta(self, result: LaunchResult) -> None:
         """A progress line with the time left, once per cell finished (when the estimate moves)."""
         if len(self.durations) == self._eta_at:
             return
@@ -127,7 +130,7 @@ class LaunchLog:
             f"{c['pending']} pending, {c['failed']} failed; about {fmt_duration(left)} left"
         )
 
-    def summary(self, result: Any) -> str:
+    def summary(self, result: LaunchResult) -> str:
         """The last line: counts, wall time, and what to do next."""
         c = state_counts(result)
         text = (
@@ -145,7 +148,7 @@ class LaunchLog:
         return text
 
 
-def state_counts(result: Any) -> dict[str, int]:
+def state_counts(result: LaunchResult) -> dict[str, int]:
     """Cells per displayed state: pending (with those waiting for a retry; not the cells the
     adaptive rounds have not asked for), running (with those ending), done, failed, stopped."""
     unneeded: set[str] = getattr(result, "unneeded", set())
@@ -163,7 +166,9 @@ def state_counts(result: Any) -> dict[str, int]:
     }
 
 
-def launch_eta(result: Any, durations: list[float], slots: int, now: float) -> float | None:
+def launch_eta(
+    result: LaunchResult, durations: list[float], slots: int, now: float
+) -> float | None:
     """:func:`eta_s` of a launch in progress (None until a cell has finished in this launch)."""
 
     c = state_counts(result)

@@ -18,12 +18,18 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from gppo import metrics as M
 from gppo.cell import DEFAULT_EVAL_K
 from gppo.store.tracking import sweep_filter
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from gppo.grid.load import Plan
+    from gppo.store.tracking import Tracking
 
 ENV_HOME = "GPPO_UI_HOME"
 #: MLflow's switch for its server-side job runner (``ui`` turns it off unless the env sets it)
@@ -69,13 +75,13 @@ def compare_url(base: str, experiment_id: str, run_ids: Sequence[str]) -> str | 
     return f"{base.rstrip('/')}/#/compare-runs?{query}"
 
 
-def latest_cell_runs(tracking: Any, experiment_id: str, sweep_id: str) -> list[str]:
+def latest_cell_runs(tracking: Tracking, experiment_id: str, sweep_id: str) -> list[str]:
     """The run id of each cell's latest attempt, in cell order."""
     groups = tracking.cell_runs(experiment_id, sweep_id)
     return [runs[-1].info.run_id for _, runs in sorted(groups.items()) if runs]
 
 
-def sweep_urls(plan: Any, base: str) -> dict[str, str]:
+def sweep_urls(plan: Plan, base: str) -> dict[str, str]:
     """``runs`` (the sweep's cells in the runs table), ``compare`` (MLflow's compare view of the
     cells' latest runs, once there are runs) and ``home`` (``runs`` relative to the server, what
     ``/`` redirects to); ``{}`` before the sweep's experiment exists."""
@@ -120,7 +126,7 @@ def answers(url: str, timeout: float = 1.0) -> bool:
 def serve(
     argv: list[str],
     env: dict[str, str],
-    helpers: Sequence[Any] = (),
+    helpers: Sequence[subprocess.Popen[bytes]] = (),
     *,
     ready_url: str | None = None,
     on_ready: Callable[[], None] | None = None,

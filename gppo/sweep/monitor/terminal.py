@@ -5,14 +5,21 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
 from gppo.store.state import State
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from gppo.sweep.monitor.commands import CellStatus
+    from gppo.sweep.result import LaunchResult
+    from gppo.sweep.running.attempts import Event
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +28,7 @@ def _fmt(x: float | None, spec: str = ".3f") -> str:
     return "-" if x is None else format(x, spec)
 
 
-def launch_view(result: Any, max_rows: int = 20, eta_s: float | None = None) -> Group:
+def launch_view(result: LaunchResult, max_rows: int = 20, eta_s: float | None = None) -> Group:
     """Counts of pending/running/done/failed cells, the time left (``eta_s``, once known) and
     one row per running cell."""
     from gppo.sweep.monitor.launch_log import fmt_duration, state_counts
@@ -44,6 +51,7 @@ def launch_view(result: Any, max_rows: int = 20, eta_s: float | None = None) -> 
     now = time.time()
     running = [c for c in cells if c.state is State.RUNNING and c.current is not None]
     for c in running[:max_rows]:
+        assert c.current is not None  # kept by `running`
         table.add_row(
             c.cell.id,
             str(c.attempt),
@@ -57,7 +65,7 @@ def launch_view(result: Any, max_rows: int = 20, eta_s: float | None = None) -> 
     return Group(head, table)
 
 
-def status_table(rows: list[Any]) -> Table:
+def status_table(rows: Sequence[CellStatus]) -> Table:
     table = Table(title="cells")
     notes = any(getattr(r, "last_failure", None) for r in rows)
     cols = ("cell", "state", "attempt", "step", "train score", "eval", "run id")
@@ -109,7 +117,7 @@ class LaunchOutput:
         self.log = LaunchLog(emit, slots=slots)
         self.broken = False
 
-    def update(self, result: Any) -> None:
+    def update(self, result: LaunchResult) -> None:
         """The launcher's ``on_update``; a display error is reported once, never raised (it
         would end the launch without stopping its jobs)."""
         try:
@@ -121,7 +129,7 @@ class LaunchOutput:
                 self.broken = True
                 log.warning("progress display failed: %s: %s", type(exc).__name__, exc)
 
-    def event(self, ev: Any) -> None:
+    def event(self, ev: Event) -> None:
         """The launcher's ``on_event``: one line per event, above the live panel."""
         try:
             self.log.event(ev)
@@ -130,7 +138,7 @@ class LaunchOutput:
                 self.broken = True
                 log.warning("progress display failed: %s: %s", type(exc).__name__, exc)
 
-    def summary(self, result: Any) -> None:
+    def summary(self, result: LaunchResult) -> None:
         self.log.line(self.log.summary(result))
 
     def __enter__(self) -> LaunchOutput:
@@ -164,7 +172,7 @@ class LiveLines:
             self.console.print(f"{stamp()}  {text}", markup=False, highlight=False, soft_wrap=True)
 
     @contextlib.contextmanager
-    def showing(self, render: Callable[[], Any]) -> Iterator[None]:
+    def showing(self, render: Callable[[], RenderableType]) -> Iterator[None]:
         """Show ``render()`` live for the duration (on a terminal); :meth:`refresh` redraws."""
         if self.console is None or not self.console.is_terminal:
             yield

@@ -13,7 +13,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gppo import metrics as M
 from gppo import processes
@@ -24,6 +24,9 @@ from gppo.store.cost import Hours, attempt_cost, attempt_hours, cost_key, resour
 from gppo.store.state import ACTIVE_JOB, State
 from gppo.store.tracking import Tracking, is_finished, log_metrics
 from gppo.store.uri import without_password
+
+if TYPE_CHECKING:
+    from gppo.store.tracking import Run
 from gppo.sweep.cluster.connect import Cluster
 from gppo.sweep.cluster.ray_http import JOBS_API_ERRORS
 
@@ -234,7 +237,7 @@ class Dispatcher:
             cell=cell, attempt=attempt, run_id=run_id, submission_id=sid, submitted_at=submitted_at
         )
 
-    def attach(self, cell: Cell | None, run: Any) -> Attempt:
+    def attach(self, cell: Cell | None, run: Run) -> Attempt:
         """An :class:`Attempt` for a run created earlier (possibly by another process), submitted
         when its tag ``gppo.submitted_at`` says: a run kept across attempts (verl) started with
         its first attempt, and the earlier attempts' time is already in its ``cost/wall_s``
@@ -424,13 +427,13 @@ class Dispatcher:
         return outcome
 
 
-def cost_settings(cell: Cell) -> dict[str, Any]:
+def cost_settings(cell: Cell) -> dict[str, object]:
     """The cell's settings that drive its cost, as its backend marks them
     (:meth:`gppo.backends.base.Backend.cost_settings`)."""
     return get_backend(cell.backend).cost_settings(cell)
 
 
-def submitted_at_of(run: Any) -> float:
+def submitted_at_of(run: Run) -> float:
     """When the run's latest attempt was submitted: its tag ``gppo.submitted_at``, else (a run
     from before the tag) the run's start."""
     try:

@@ -10,8 +10,8 @@ Ray submission ids unique), ended from the trial's Optuna state by :func:`end_tr
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from gppo import metrics as M
 from gppo.backends.base import Job, get_backend
@@ -21,6 +21,9 @@ from gppo.store.tracking import log_params, sweep_filter
 from gppo.sweep.cluster.connect import local_head_for
 from gppo.sweep.running.dispatcher import DONE, FAILED, STOPPED, Attempt, Dispatcher
 from gppo.sweep.session import Session, open_session
+
+if TYPE_CHECKING:
+    from gppo.store.tracking import Run
 
 #: tag holding the Optuna state a trial ended in (COMPLETE / PRUNED / FAIL)
 TAG_TRIAL_STATE = "gppo.trial_state"
@@ -51,7 +54,7 @@ def submit_trial(
     disp: Dispatcher,
     cell: Cell,
     number: int,
-    params: dict[str, Any],
+    params: Mapping[str, object],
     study_name: str,
     served: Callable[[Job], Job] = lambda job: job,
 ) -> Attempt:
@@ -73,7 +76,7 @@ def end_trial(disp: Dispatcher, run_id: str, sid: str, state: str, note: str = "
     disp.end(run_id, sid, OUTCOME[state], note=note, tags={TAG_TRIAL_STATE: state})
 
 
-def trial_run(session: Session, number: int) -> Any | None:
+def trial_run(session: Session, number: int) -> Run | None:
     """Trial ``number``'s latest MLflow run, found by its tags (None if it has none): the run
     exists before the job is submitted, so a tuner that died before recording it is covered."""
     flt = (

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gppo.cell import cell_id, match_cell_key
 from gppo.grid import registries
@@ -29,6 +29,9 @@ from gppo.grid.schema import seed_list as schema_seed_list
 from gppo.grid.spec_errors import from_validation_error
 from gppo.objectives.defaults import grid_label
 from gppo.sweep.tuning.spec import ALPHA_FAMILY, RadiusRange, Range, Space, TuneSpec
+
+if TYPE_CHECKING:
+    import optuna
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ def _pick(trial: Any, name: str, choices: list[Any]) -> Any:
     return choices[0] if len(choices) == 1 else trial.suggest_categorical(name, choices)
 
 
-def suggest(trial: Any, space: Space) -> TrialConfig:
+def suggest(trial: optuna.trial.BaseTrial, space: Space) -> TrialConfig:
     """Draw one configuration from an Optuna trial (or a FixedTrial / FrozenTrial-like object)."""
     family = _pick(trial, "divergence", space.divergences)
     divergence = family

@@ -291,7 +291,7 @@ class _Filtered:
 _TAGS = {"median", "hyperband", "none", "Range", "LrRange", "AlphaRange"}
 
 
-def parse_tune_spec(raw: Any, file: str = "<spec>") -> TuneSpec:
+def parse_tune_spec(raw: object, file: str = "<spec>") -> TuneSpec:
     """Validate a loaded YAML mapping (the grid base is checked later by :func:`check_spec`)."""
     if not isinstance(raw, dict):
         raise TuneSpecError(file, "", f"the spec must be a YAML mapping (got {type(raw).__name__})")
