@@ -311,8 +311,9 @@ def status(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Per cell: state, attempt, step, latest train score, final eval, run id; with adaptive
-    seeds the cells the rounds did not need are ``unneeded`` and each row that has stopped says
-    why (``kl/atomic: separated at 4 seeds, Δ -3.1 [-5.9, -0.4]``)."""
+    seeds a cell the rounds will not ask for is ``unneeded`` (its row decided) or ``row failed``
+    (its row stopped on a failed seed), and each row that has stopped says why (``kl/atomic:
+    separated at 4 seeds, Δ -3.1 [-5.9, -0.4]``)."""
     p = _plan(spec, only_overrides(overrides))
     from gppo.sweep.monitor.commands import sweep_status
 

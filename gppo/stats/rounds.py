@@ -45,6 +45,10 @@ BUDGET = "budget"
 FAILED = "failed"
 SEED_FAILED = "seed failed"
 REFERENCE_FAILED = "reference seed failed"
+#: why a cell the rounds do not ask for will not run (:meth:`Rounds.idle`): its row was decided
+#: by the rule, or it stopped on a seed that failed with no retry left
+UNNEEDED = "unneeded"
+ROW_FAILED = "row failed"
 
 
 def design_of(spec: GridSpec, rows: int | None = None) -> Design:
@@ -240,6 +244,33 @@ class Rounds:
         out: set[str] = set()
         for t in self.tables:
             out |= t.replay(self.design, scores, failed)[1]
+        return out
+
+    def idle(self, scores: Mapping[str, float], failed: Collection[str] = ()) -> dict[str, str]:
+        """The cells the rounds do not ask for and never will, with why: :data:`UNNEEDED` (the
+        rule decided its row: separated, equivalent, futile, the reference's own runs) or
+        :data:`ROW_FAILED` (its row, or the reference, stopped on a failed seed). A cell of a row
+        still open is not idle: a later round may need it. A cell standing in several tables is
+        idle only where every table leaves it; failed where any of them stopped on a failure."""
+        verdicts: dict[str, set[str]] = {}
+        for t in self.tables:
+            stops, wanted, _ = t.replay(self.design, scores, failed)
+            compared = [stops.get(r) for r in t.cells if r != t.reference and r not in t.same]
+            open_rows = any(s is None or s.status == OPEN for s in compared)
+            ref_lost = any(s is not None and s.reason == REFERENCE_FAILED for s in compared)
+            for r, cs in t.cells.items():
+                if r == t.reference or r in t.same:  # needed while a compared row is open
+                    status = OPEN if open_rows else FAILED if ref_lost else ""
+                else:
+                    stop = stops.get(r)
+                    status = OPEN if stop is None else stop.status
+                for c in cs:
+                    if c.id not in wanted:
+                        verdicts.setdefault(c.id, set()).add(status)
+        out: dict[str, str] = {}
+        for cid, seen in verdicts.items():
+            if OPEN not in seen:
+                out[cid] = ROW_FAILED if FAILED in seen else UNNEEDED
         return out
 
     def stops(

@@ -221,7 +221,7 @@ class Launcher:
                         raise
             self.on_update(result)
             result.left = left = self._left(cells)
-            skip = left.keys() | result.unneeded
+            skip = left.keys() | result.held
             if not [c for cid, c in cells.items() if c.state in OPEN and cid not in skip]:
                 return
             waits = [c.ready_at - now for c in cells.values() if c.state == WAITING]
@@ -268,11 +268,13 @@ class Launcher:
 
     def _next_round(self, ctx: SweepContext, result: LaunchResult) -> None:
         """Adaptive seeds: read the newly finished cells' scores, ask the rounds which cells
-        they need now (:mod:`gppo.sweep.running.seed_gate`); the others are ``result.unneeded``."""
+        they need now (:mod:`gppo.sweep.running.seed_gate`); the others are ``result.held``, and
+        those no later round will need ``result.idle`` (with why)."""
         if self.gate is None:
             return
         self.gate.observe(ctx, result.cells.values(), left=self._left(result.cells))
-        result.unneeded = self.gate.unneeded(result.cells)
+        result.held = self.gate.held(result.cells)
+        result.idle = self.gate.idle(result.cells)
 
     def _left(self, cells: dict[str, CellState]) -> dict[str, str]:
         """The cells the budget left pending, with why: those it refused to start, and the

@@ -38,9 +38,17 @@ class LaunchResult:
     #: the cells the budget left pending, with why (gppo.sweep.planning.budget); a relaunch with a larger
     #: budget runs them
     left: dict[str, str] = field(default_factory=dict)
-    #: adaptive seeds: the cells the rounds did not need (:mod:`gppo.sweep.running.seed_gate`); a sweep
-    #: is complete without them
-    unneeded: set[str] = field(default_factory=set)
+    #: adaptive seeds: the cells the rounds have not asked for (:mod:`gppo.sweep.running.
+    #: seed_gate`); a sweep is complete without them
+    held: set[str] = field(default_factory=set)
+    #: the held cells no later round will ask for, with why: ``unneeded`` (their row was decided)
+    #: or ``row failed`` (their row stopped on a seed that failed with no retry left)
+    idle: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def unneeded(self) -> set[str]:
+        """The cells whose rows the adaptive rule decided: their seeds were not needed."""
+        return {cid for cid, why in self.idle.items() if why == "unneeded"}
 
     def count(self, state: State) -> int:
         return sum(1 for c in self.cells.values() if c.state == state)
@@ -50,8 +58,7 @@ class LaunchResult:
         """Every cell done, left by the budget or not needed by the adaptive rounds (what ran is
         reported; exit 0)."""
         return bool(self.cells) and all(
-            c.state == DONE or cid in self.left or cid in self.unneeded
-            for cid, c in self.cells.items()
+            c.state == DONE or cid in self.left or cid in self.held for cid, c in self.cells.items()
         )
 
 

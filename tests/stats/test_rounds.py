@@ -199,3 +199,44 @@ def test_a_failed_reference_seed_blocks_its_table(tmp_path):
     assert compared and all(s.status == "failed" for s in compared.values())
     assert all(s.reason == "reference seed failed" for s in compared.values())
     assert all(c.endswith(("-s0", "-s1")) for c in ran)  # no second round
+
+
+def test_idle_cells_say_why_and_an_open_rows_later_seeds_are_not_idle(tmp_path):
+    """Issue 57 item 2: 'unneeded' only for a row the rule decided; a row stopped on a failed
+    seed says 'row failed'; a row still open (its round under way) has no idle cell."""
+    plan = plan_of(tmp_path)
+    rounds = Rounds.of_plan(plan)
+    everything = draw(plan, 0)
+    first = {cid: everything[cid] for cid in rounds.wanted({})}
+    slow = _cell(plan, "kl/atomic", 1)
+    partial = {k: v for k, v in first.items() if k != slow}
+    idle = rounds.idle(partial)
+    assert not any(c.startswith("kl-atomic") for c in idle)  # open: a later round may need them
+    assert not set(idle) & rounds.wanted(partial)
+    (stops,) = rounds.stops(partial)
+    for row, stop in stops.items():
+        later = {c.id for c in plan.cells if row_of(c) == row and c.seed >= 2}
+        if stop.status in ("separated", "equivalent", "futile"):
+            assert all(idle[c] == "unneeded" for c in later), row
+        elif stop.status == OPEN:
+            assert not later & set(idle), row
+
+    lost = {slow}
+    ran = run_with_failures(rounds, everything, lost)
+    idle = rounds.idle(ran, lost)
+    later = {c.id for c in plan.cells if row_of(c) == "kl/atomic" and c.seed >= 2}
+    assert {idle[c] for c in later} == {"row failed"}
+    decided = {c: why for c, why in idle.items() if not c.startswith("kl-atomic")}
+    assert decided and set(decided.values()) == {"unneeded"}
+    # every cell is run, failed or idle: the sweep ended with nothing pending
+    assert set(ran) | lost | set(idle) == {c.id for c in plan.cells}
+
+
+def test_a_failed_reference_seed_makes_every_later_cell_of_its_table_row_failed(tmp_path):
+    plan = plan_of(tmp_path)
+    rounds = Rounds.of_plan(plan)
+    lost = {_cell(plan, "tv/mc", 1)}
+    ran = run_with_failures(rounds, draw(plan, 0), lost)
+    idle = rounds.idle(ran, lost)
+    assert set(ran) | lost | set(idle) == {c.id for c in plan.cells}
+    assert set(idle.values()) == {"row failed"}

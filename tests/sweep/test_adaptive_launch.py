@@ -21,6 +21,7 @@ from gppo.grid import load_plan
 from gppo.stats.rounds import Rounds
 from gppo.store.run_score import run_score
 from gppo.sweep.launch import Launcher
+from gppo.sweep.monitor.commands import sweep_status
 
 from .conftest import env_without_ray, launcher_cmd, wait_for, write_spec
 
@@ -175,3 +176,10 @@ def test_a_failed_seed_stops_its_row_only_and_the_rounds_go_on(tmp_path, ray_clu
     assert all(s.status != "open" for s in stops.values())
     tag = runs["hellinger-mc-s0"][0].data.tags[M.TAG_ROW_STOPPED]
     assert tag == "seed failed at 1 seed: not decided", tag
+    # 'unneeded' only where the rule decided the row; the failed row's later seeds say why
+    assert result.idle["hellinger-mc-s2"] == result.idle["hellinger-mc-s3"] == "row failed"
+    others = {c: why for c, why in result.idle.items() if not c.startswith("hellinger-mc")}
+    assert set(others.values()) <= {"unneeded"}
+    shown = {r.cell: r.shown_state for r in sweep_status(plan, address=ray_cluster.address)}
+    assert shown["hellinger-mc-s2"] == shown["hellinger-mc-s3"] == "row failed", shown
+    assert {shown[c] for c in others} <= {"unneeded"}, shown

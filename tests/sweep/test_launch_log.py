@@ -177,3 +177,20 @@ def test_multi_seed_final_table_fits_100_columns_without_cutting_a_number():
     assert body[0].count("[") == 2  # Avg. and Δ carry their intervals
     assert not any("AIME24" in ln for ln in lines)  # a benchmark column: in the report only
     assert any("leaves out the per-benchmark columns" in ln for ln in lines)
+
+
+def test_the_last_line_counts_unneeded_seeds_apart_from_a_failed_rows(tmp_path):
+    """Issue 57 item 2: seeds of a row the rule decided are 'not needed'; seeds of a row that
+    stopped on a failed seed are said apart; a launch without adaptive seeds says neither."""
+    plan = load_plan(write_spec(tmp_path, None, name="unit", grid={"divergences": ["tv", "kl"]}))
+    log = LaunchLog([].append, slots=1, now=lambda: 1000.0)
+    res = LaunchResult("unit-1")
+    res.cells = {c.id: CellState(c) for c in plan.cells}
+    assert "not needed" not in log.summary(res) and "not run" not in log.summary(res)
+    res.held = set(res.cells)
+    res.idle = {"tv-mc-s0": "unneeded", "kl-mc-s0": "row failed"}
+    assert log.summary(res).endswith(
+        "0/2 done, 0 failed in 0s (1 seed not needed by the adaptive rounds; "
+        "1 not run: their row stopped on a failed seed)"
+    )
+    assert res.unneeded == {"tv-mc-s0"} and res.ok  # held cells: the sweep is complete

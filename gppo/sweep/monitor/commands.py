@@ -52,23 +52,26 @@ class CellStatus:
     fix: str | None = None
     #: a DONE cell's avg@k averaged over its benchmarks, in points (adaptive seeds' score)
     seed_score: float | None = None
-    #: adaptive seeds: a pending cell the rounds have not asked for (shown as ``unneeded``)
-    unneeded: bool = False
+    #: adaptive seeds: a pending cell no later round will ask for, with why (``unneeded``: its
+    #: row was decided; ``row failed``: its row stopped on a failed seed); None otherwise
+    idle: str | None = None
+
+    @property
+    def unneeded(self) -> bool:
+        """A pending cell the adaptive rounds will not ask for (its row decided or failed)."""
+        return self.idle is not None
 
     @property
     def shown_state(self) -> str:
-        """The state as ``status`` shows it: ``unneeded`` for a cell the rounds did not need."""
-        return UNNEEDED if self.unneeded else self.state.value
+        """The state as ``status`` shows it: ``unneeded`` or ``row failed`` for a cell the
+        rounds will not ask for."""
+        return self.idle or self.state.value
 
     def to_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
-        del out["seed_score"], out["unneeded"]
-        out["state"] = UNNEEDED if self.unneeded else self.state
+        del out["seed_score"], out["idle"]
+        out["state"] = self.idle or self.state
         return out
-
-
-#: the state ``status`` shows for a cell adaptive seeds' rounds did not need
-UNNEEDED = "unneeded"
 
 
 def _cluster(plan: Plan, address: str | None) -> Cluster | None:
@@ -150,13 +153,16 @@ def sweep_status(plan: Plan, *, address: str | None = None) -> list[CellStatus]:
 
 
 def _mark_unneeded(plan: Plan, rows: list[CellStatus], rounds: Rounds) -> None:
-    """Mark the pending cells the rounds do not need (as the launcher's seed gate holds them
-    back: a needed cell's whole group of identical cells is needed)."""
+    """Mark the pending cells no later round will ask for, with why (as the launcher's seed gate
+    holds them back: a needed cell's whole group of identical cells is needed). A pending cell
+    of a row still open stays ``pending``: a later round may need it."""
     scores = {r.cell: r.seed_score for r in rows if r.seed_score is not None}
     failed = {r.cell for r in rows if r.state is State.FAILED}
     wanted = whole_groups(rounds.wanted(scores, failed), run_groups(plan.cells))
+    idle = rounds.idle(scores, failed)
     for r in rows:
-        r.unneeded = r.state is State.PENDING and r.cell not in wanted
+        if r.state is State.PENDING and r.cell not in wanted:
+            r.idle = idle.get(r.cell)
 
 
 def _latest_run(plan: Plan, cell_id: str) -> Any | None:

@@ -137,22 +137,29 @@ class LaunchLog:
             f"sweep {result.sweep_id}: {c['done']}/{len(result.cells)} done, {c['failed']} failed"
             + (f", {c['stopped']} stopped" if c["stopped"] else "")
             + f" in {fmt_duration(self.now() - self.t0)}"
-            + (
-                f" ({len(result.unneeded)} seeds not needed by the adaptive rounds)"
-                if getattr(result, "unneeded", None)
-                else ""
-            )
+            + _idle_text(getattr(result, "idle", {}))
             + (", interrupted" if result.interrupted else "")
             + (" (jobs left running: relaunch to re-attach)" if result.detached else "")
         )
         return text
 
 
+def _idle_text(idle: dict[str, str]) -> str:
+    """`` (30 seeds not needed by the adaptive rounds; 3 not run: their row stopped on a failed
+    seed)``; empty without adaptive seeds."""
+    unneeded = sum(why == "unneeded" for why in idle.values())
+    failed = len(idle) - unneeded
+    seeds = f"{unneeded} seed{'s' * (unneeded != 1)}"
+    parts = [f"{seeds} not needed by the adaptive rounds"] if unneeded else []
+    parts += [f"{failed} not run: their row stopped on a failed seed"] if failed else []
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
 def state_counts(result: LaunchResult) -> dict[str, int]:
     """Cells per displayed state: pending (with those waiting for a retry; not the cells the
     adaptive rounds have not asked for), running (with those ending), done, failed, stopped."""
-    unneeded: set[str] = getattr(result, "unneeded", set())
-    cells = [c for cid, c in result.cells.items() if cid not in unneeded]
+    held: set[str] = getattr(result, "held", set())
+    cells = [c for cid, c in result.cells.items() if cid not in held]
 
     def n(*states: State) -> int:
         return sum(1 for c in cells if c.state in states)

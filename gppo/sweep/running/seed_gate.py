@@ -88,6 +88,17 @@ class SeedGate:
         """Whether the rounds need ``cell_id`` now."""
         return cell_id in self.wanted
 
-    def unneeded(self, cells: Mapping[str, CellState]) -> set[str]:
+    def held(self, cells: Mapping[str, CellState]) -> set[str]:
         """The cells the rounds have not asked for (not started, none of their runs used)."""
         return {cid for cid, st in cells.items() if cid not in self.wanted and st.state != DONE}
+
+    def idle(self, cells: Mapping[str, CellState]) -> dict[str, str]:
+        """The held cells that no later round will ask for, with why (:meth:`gppo.stats.rounds.
+        Rounds.idle`: ``unneeded``, their row decided; ``row failed``, their row stopped on a
+        failed seed); the other held cells belong to rows still open."""
+        held = self.held(cells)
+        return {
+            cid: why
+            for cid, why in self.rounds.idle(self.scores, self.failed).items()
+            if cid in held
+        }
