@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 from gppo import metrics as M
 from gppo.cli import app
 from gppo.grid import load_plan
+from gppo.ports import free_port
 from gppo.store.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, Tracking
-from gppo.sweep.cluster.connect import free_port
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))

@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("backends",),
     ("testbed",),
     ("store",),
-    ("cell", "metrics", "score_format", "processes"),
+    ("cell", "metrics", "score_format", "processes", "ports"),
     ("objectives",),
     ("registry",),
     ("errors",),

@@ -6,7 +6,6 @@ a store that answers ``/health`` but not its reads is waited for a few seconds o
 from __future__ import annotations
 
 import http.server
-import socket
 import threading
 import time
 from pathlib import Path
@@ -18,15 +17,10 @@ from gppo.backends.base import get_backend
 from gppo.backends.checkresult import StepTiming
 from gppo.cli import app
 from gppo.grid import load_plan
+from gppo.ports import free_port
 from gppo.store import deadline
 from gppo.store.deadline import read_within
 from gppo.sweep.planning.forecast import PREFLIGHT, forecast, forecast_lines
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def spec(tmp_path: Path, uri: str) -> Path:

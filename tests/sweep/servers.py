@@ -38,8 +38,8 @@ from pathlib import Path
 
 import pytest
 
+from gppo.ports import free_port, free_ports
 from gppo.sweep.cluster import ray_http
-from gppo.sweep.cluster.connect import free_port, free_ports
 from gppo.sweep.monitor.mlflow_ui import JOB_EXECUTION
 
 WORKER_RESOURCE = "gppo_worker"

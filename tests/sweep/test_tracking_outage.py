@@ -28,8 +28,8 @@ from mlflow.tracking import MlflowClient
 from gppo import metrics as M
 from gppo.errors import TrackingUnreachable
 from gppo.grid.load import load_plan
+from gppo.ports import free_port
 from gppo.store.health import tracking_unreachable
-from gppo.sweep.cluster.connect import free_port
 from gppo.sweep.launch import Launcher
 from gppo.sweep.monitor.mlflow_ui import JOB_EXECUTION
 

@@ -6,9 +6,9 @@ import pytest
 from filelock import FileLock
 
 from gppo.grid import load_plan
+from gppo.ports import free_ports
 from gppo.store.tracking import cell_params
 from gppo.store.uri import resolve_tracking_uri, state_root
-from gppo.sweep.cluster.connect import free_ports
 from gppo.sweep.cluster.lock import LaunchBusy
 from gppo.sweep.launch import Launcher
 from gppo.sweep.running.attempts import backoff

@@ -7,18 +7,12 @@ install the CPU platform first (:func:`gppo.backends.verl.cpu.platform.install_c
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
 import torch
 
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+from gppo.ports import free_port
 
 
 def init_single_process_group(port: int | None = None) -> None:

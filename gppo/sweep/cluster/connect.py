@@ -21,7 +21,6 @@ import json
 import math
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from gppo.backends.base import get_backend
 from gppo.cell import Cell
 from gppo.grid.schema import GridSpec, LocalHead
+from gppo.ports import free_ports
 from gppo.sweep.cluster import ray_http
 from gppo.sweep.cluster.owner import pid_alive
 
@@ -66,22 +66,6 @@ class Cluster:
         lazily; :func:`gppo.sweep.cluster.ray_http.job_client`). Raises ``OSError`` (``ConnectionError``,
         a timeout) when the cluster does not answer."""
         return ray_http.job_client(self.address)
-
-
-def free_ports(n: int) -> list[int]:
-    """``n`` distinct free loopback ports. The sockets are held open together while the OS picks
-    them, so no two are the same (one socket at a time can hand out a port twice, and Ray refuses
-    to start when two of its components are given one port)."""
-    with contextlib.ExitStack() as stack:
-        socks = [stack.enter_context(socket.socket()) for _ in range(n)]
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in socks]
-
-
-def free_port() -> int:
-    """One free loopback port (use :func:`free_ports` for several that must differ)."""
-    return free_ports(1)[0]
 
 
 def read_cluster(state_dir: Path) -> Cluster | None:

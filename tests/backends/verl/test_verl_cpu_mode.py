@@ -43,7 +43,7 @@ print("RESULT " + json.dumps(out))
 
 
 def _probe(env_extra: dict[str, str]) -> dict:
-    from gppo.sweep.cluster.connect import free_port
+    from gppo.ports import free_port
 
     env = {k: v for k, v in os.environ.items() if k not in CPU_ENV}
     env.update(env_extra)
