@@ -13,14 +13,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.process
 import os
 import platform
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Collection
 from pathlib import Path
 
+import psutil
 import pytest
 
 from gppo.backends.checkresult import StepTiming
@@ -31,6 +34,9 @@ platform.uname().processor  # noqa: B018 (the call fills the cache)
 
 #: set to the suite's own machine folder by the first process (xdist workers inherit it)
 SUITE_HOME_ENV = "GPPO_TEST_SUITE_HOME"
+#: ``<suite folder>:<worker>`` in the environment of every process one pytest process starts
+#: (inherited), so that what a test leaves behind can be found and ended (:func:`reap_orphans`)
+TEST_WORKER_ENV = "GPPO_TEST_WORKER"
 #: the user's settings a fresh machine would not have; dropped for the run
 USER_STATE_VARS = (
     "GPPO_CACHE_DIR",
@@ -81,7 +87,9 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ[SUITE_HOME_ENV] = root
     for var in USER_STATE_VARS:
         os.environ.pop(var, None)
-    os.environ.update(fresh_machine_env(Path(root), os.environ.get("PYTEST_XDIST_WORKER")))
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    os.environ.update(fresh_machine_env(Path(root), worker))
+    os.environ[TEST_WORKER_ENV] = f"{root}:{worker or 'main'}"
     if _OWNED_HOME in config.stash:
         # a fresh machine has no matplotlib font cache, and building it runs `fc-list`: built
         # here, once for the run (xdist workers share the folder), not inside a fast test
@@ -90,8 +98,53 @@ def pytest_configure(config: pytest.Config) -> None:
         font_manager.findfont("DejaVu Sans")
 
 
+def started_here() -> dict[tuple[int, float], psutil.Process]:
+    """The live processes this pytest process started, by (pid, start time): those whose
+    environment carries its :data:`TEST_WORKER_ENV` (not itself: its own /proc environ predates
+    the variable)."""
+    mine = os.environ.get(TEST_WORKER_ENV)
+    out = {}
+    for proc in psutil.process_iter(["pid", "create_time"]):
+        with contextlib.suppress(psutil.Error):
+            if mine is not None and proc.environ().get(TEST_WORKER_ENV) == mine:
+                out[proc.info["pid"], proc.info["create_time"]] = proc
+    return out
+
+
+def reap_orphans(before: Collection[tuple[int, float]] = ()) -> list[str]:
+    """SIGKILL the processes this pytest process started (not in ``before``) whose parent is
+    gone (reparented to init): what a test's SIGKILL of a Ray head leaves (its dashboard and
+    runtime-env agents outlive their raylet and take CPU from every later test). Returns their
+    names."""
+    reaped = []
+    for key, proc in started_here().items():
+        if key in before:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if proc.ppid() == 1:
+                reaped.append(f"{proc.name()} ({proc.pid})")
+                proc.kill()
+    return reaped
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """After a slow test (its teardown included), end the orphans it left and say so."""
+    if item.get_closest_marker("slow") is None:
+        return (yield)
+    before = set(started_here())
+    try:
+        return (yield)
+    finally:
+        reaped = reap_orphans(before)
+        if reaped:
+            item.warn(pytest.PytestWarning(f"ended processes the test left: {', '.join(reaped)}"))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
-    """The process that made the suite's machine folder removes it."""
+    """The process that made the suite's machine folder removes it; every pytest process first
+    ends the orphans it left (a session fixture's processes whose stop failed)."""
+    reap_orphans()
     owned = config.stash.get(_OWNED_HOME, None)
     if owned is not None:
         shutil.rmtree(owned, ignore_errors=True)

@@ -1,0 +1,43 @@
+"""The suite ends what a test leaves behind (tests/conftest.py, :func:`reap_orphans`): a process
+a test started whose parent is gone, such as the dashboard agent of a Ray head the test SIGKILLed,
+would otherwise run on and take CPU from every later test."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import psutil
+import pytest
+from conftest import reap_orphans, started_here
+
+ORPHAN = (
+    "import subprocess, sys; "
+    "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'], "
+    "start_new_session=True)"
+)
+
+
+@pytest.mark.slow
+def test_an_orphan_the_test_left_is_ended_and_named():
+    before = set(started_here())
+    subprocess.run([sys.executable, "-c", ORPHAN], check=True, timeout=60)  # exits at once
+    (orphan,) = [p for key, p in started_here().items() if key not in before]
+    assert orphan.ppid() == 1  # its parent is gone: reparented to init
+    reaped = reap_orphans(before)
+    assert reaped == [f"{orphan.name()} ({orphan.pid})"]
+    with pytest.raises(psutil.NoSuchProcess):
+        orphan.wait(timeout=10)
+        orphan.status()  # gone (init reaps it)
+
+
+@pytest.mark.slow
+def test_a_process_whose_parent_lives_is_left_alone():
+    before = set(started_here())
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        assert reap_orphans(before) == []
+        assert child.poll() is None
+    finally:
+        child.kill()
+        child.wait()
