@@ -111,6 +111,10 @@ def started_here() -> dict[tuple[int, float], psutil.Process]:
     return out
 
 
+#: the ``sleep 1`` of the shell Ray's job supervisor leaves to watch a driver: gone within 1 s
+RAYS_WATCHER_SLEEP = ["sleep", "1"]
+
+
 def reap_orphans(before: Collection[tuple[int, float]] = ()) -> list[str]:
     """SIGKILL the processes this pytest process started (not in ``before``) whose parent is
     gone (reparented to init): what a test's SIGKILL of a Ray head leaves (its dashboard and
@@ -121,7 +125,7 @@ def reap_orphans(before: Collection[tuple[int, float]] = ()) -> list[str]:
         if key in before:
             continue
         with contextlib.suppress(psutil.Error):
-            if proc.ppid() == 1:
+            if proc.ppid() == 1 and proc.cmdline() != RAYS_WATCHER_SLEEP:
                 reaped.append(f"{proc.name()} ({proc.pid})")
                 proc.kill()
     return reaped
