@@ -13,18 +13,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing.process
 import os
 import platform
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Collection
 from pathlib import Path
 
-import psutil
 import pytest
+from suite_processes import TEST_WORKER_ENV, reap_orphans, started_here
 
 from gppo.backends.checkresult import StepTiming
 
@@ -34,9 +32,6 @@ platform.uname().processor  # noqa: B018 (the call fills the cache)
 
 #: set to the suite's own machine folder by the first process (xdist workers inherit it)
 SUITE_HOME_ENV = "GPPO_TEST_SUITE_HOME"
-#: ``<suite folder>:<worker>`` in the environment of every process one pytest process starts
-#: (inherited), so that what a test leaves behind can be found and ended (:func:`reap_orphans`)
-TEST_WORKER_ENV = "GPPO_TEST_WORKER"
 #: the user's settings a fresh machine would not have; dropped for the run
 USER_STATE_VARS = (
     "GPPO_CACHE_DIR",
@@ -96,39 +91,6 @@ def pytest_configure(config: pytest.Config) -> None:
         from matplotlib import font_manager
 
         font_manager.findfont("DejaVu Sans")
-
-
-def started_here() -> dict[tuple[int, float], psutil.Process]:
-    """The live processes this pytest process started, by (pid, start time): those whose
-    environment carries its :data:`TEST_WORKER_ENV` (not itself: its own /proc environ predates
-    the variable)."""
-    mine = os.environ.get(TEST_WORKER_ENV)
-    out = {}
-    for proc in psutil.process_iter(["pid", "create_time"]):
-        with contextlib.suppress(psutil.Error):
-            if mine is not None and proc.environ().get(TEST_WORKER_ENV) == mine:
-                out[proc.info["pid"], proc.info["create_time"]] = proc
-    return out
-
-
-#: the ``sleep 1`` of the shell Ray's job supervisor leaves to watch a driver: gone within 1 s
-RAYS_WATCHER_SLEEP = ["sleep", "1"]
-
-
-def reap_orphans(before: Collection[tuple[int, float]] = ()) -> list[str]:
-    """SIGKILL the processes this pytest process started (not in ``before``) whose parent is
-    gone (reparented to init): what a test's SIGKILL of a Ray head leaves (its dashboard and
-    runtime-env agents outlive their raylet and take CPU from every later test). Returns their
-    names."""
-    reaped = []
-    for key, proc in started_here().items():
-        if key in before:
-            continue
-        with contextlib.suppress(psutil.Error):
-            if proc.ppid() == 1 and proc.cmdline() != RAYS_WATCHER_SLEEP:
-                reaped.append(f"{proc.name()} ({proc.pid})")
-                proc.kill()
-    return reaped
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,4 +1,4 @@
-"""The suite ends what a test leaves behind (tests/conftest.py, :func:`reap_orphans`): a process
+"""The suite ends what a test leaves behind (tests/conftest.py with tests/suite_processes.py): a process
 a test started whose parent is gone, such as the dashboard agent of a Ray head the test SIGKILLed,
 would otherwise run on and take CPU from every later test."""
 
@@ -9,7 +9,7 @@ import sys
 
 import psutil
 import pytest
-from conftest import reap_orphans, started_here
+from suite_processes import reap_orphans, started_here
 
 ORPHAN = (
     "import subprocess, sys; "

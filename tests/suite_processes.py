@@ -1,0 +1,50 @@
+"""The processes a pytest process of the suite started, and the orphans among them.
+
+tests/conftest.py puts :data:`TEST_WORKER_ENV` in each pytest process's environment, so every
+process it starts carries it (inherited); after a slow test the orphans (parent gone) are ended.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Collection
+
+import psutil
+
+#: ``<suite folder>:<worker>`` in the environment of every process one pytest process starts
+#: (inherited), so that what a test leaves behind can be found and ended (:func:`reap_orphans`)
+TEST_WORKER_ENV = "GPPO_TEST_WORKER"
+
+
+def started_here() -> dict[tuple[int, float], psutil.Process]:
+    """The live processes this pytest process started, by (pid, start time): those whose
+    environment carries its :data:`TEST_WORKER_ENV` (not itself: its own /proc environ predates
+    the variable)."""
+    mine = os.environ.get(TEST_WORKER_ENV)
+    out = {}
+    for proc in psutil.process_iter(["pid", "create_time"]):
+        with contextlib.suppress(psutil.Error):
+            if mine is not None and proc.environ().get(TEST_WORKER_ENV) == mine:
+                out[proc.info["pid"], proc.info["create_time"]] = proc
+    return out
+
+
+#: the ``sleep 1`` of the shell Ray's job supervisor leaves to watch a driver: gone within 1 s
+RAYS_WATCHER_SLEEP = ["sleep", "1"]
+
+
+def reap_orphans(before: Collection[tuple[int, float]] = ()) -> list[str]:
+    """SIGKILL the processes this pytest process started (not in ``before``) whose parent is
+    gone (reparented to init): what a test's SIGKILL of a Ray head leaves (its dashboard and
+    runtime-env agents outlive their raylet and take CPU from every later test). Returns their
+    names."""
+    reaped = []
+    for key, proc in started_here().items():
+        if key in before:
+            continue
+        with contextlib.suppress(psutil.Error):
+            if proc.ppid() == 1 and proc.cmdline() != RAYS_WATCHER_SLEEP:
+                reaped.append(f"{proc.name()} ({proc.pid})")
+                proc.kill()
+    return reaped
