@@ -187,8 +187,6 @@ def write_report(
     With format ``html`` also the self-contained page ``report.html`` (gppo/analysis/page/report_page.py).
     Artifacts go to the sweep's parent run under ``report/`` when ``attach`` and it exists.
     """
-    from gppo.analysis.page.report_page import spec_as_run
-
     out = Path(out_dir) if out_dir is not None else default_out_dir(ref.sweep_id)
     fmts = parse_formats(formats)
     expected = list(plan.cells) if plan is not None else None
@@ -227,41 +225,61 @@ def write_report(
         files = write_tables(table, out, fmts)
     warnings: list[str] = []
     if figures:
-        from gppo.analysis.figures.paper_figures import collect_curves
-
-        live = (
-            got.runs[
-                got.runs["status"].isin([State.DONE, State.RUNNING])
-                & got.runs["run_id"].isin(tidy["run_id"])
-            ]
-            if len(got.runs)
-            else None
-        )
-        curves = collect_curves(got.client, live) if live is not None and len(live) else None
-        paths, warnings = write_figures(
-            tidy, out, curves=curves, deltas=_deltas(at_home), reference=reference
-        )
+        paths, warnings = _figure_files(got, tidy, out, _deltas(at_home), reference)
         files += paths
     report = Report(table, got.tidy, files, got.parent_run_id, warnings=warnings, out_dir=out)
     report.axes = axes
     if "html" in fmts:
-        from gppo.analysis.page.report_page import PageInput, write_page
-
-        page = PageInput(
-            ref.sweep_id, table, figures=files, runs=got.runs, tidy=got.tidy,
-            cells=expected or (), spec=spec_as_run(plan.spec) if plan is not None else None,
-            tracking_uri=ref.tracking_uri, experiment_id=ref.experiment_id,
-            parent_run_id=got.parent_run_id, k=got.k, warnings=warnings,
-            sections=axes.sections if axes else (), adaptive=adaptive.line if adaptive else None,
-            extra=_overrides_line(plan),
-        )  # fmt: skip
-        report.page = write_page(page, out)
+        report.page = _write_page(ref, plan, got, report, expected, adaptive, out)
         files.append(report.page)
     if attach and got.parent_run_id and got.client is not None:
         for path in files:
             got.client.log_artifact(got.parent_run_id, str(path), artifact_path="report")
         report.attached = True
     return report
+
+
+def _figure_files(
+    got: Collected, tidy: pd.DataFrame, out: Path, deltas: dict[str, float], reference: str
+) -> tuple[list[Path], list[str]]:
+    """Figure 2 (and its curves, from the live runs of ``tidy``'s cells): the files written and
+    the warnings of what could not be drawn."""
+    from gppo.analysis.figures.paper_figures import collect_curves
+
+    live = (
+        got.runs[
+            got.runs["status"].isin([State.DONE, State.RUNNING])
+            & got.runs["run_id"].isin(tidy["run_id"])
+        ]
+        if len(got.runs)
+        else None
+    )
+    curves = collect_curves(got.client, live) if live is not None and len(live) else None
+    return write_figures(tidy, out, curves=curves, deltas=deltas, reference=reference)
+
+
+def _write_page(
+    ref: SweepRef,
+    plan: Plan | None,
+    got: Collected,
+    report: Report,
+    expected: list[Cell] | None,
+    adaptive: _Adaptive | None,
+    out: Path,
+) -> Path:
+    """The self-contained page ``report.html`` of the report's table, figures and runs."""
+    from gppo.analysis.page.report_page import PageInput, spec_as_run, write_page
+
+    axes = report.axes
+    page = PageInput(
+        ref.sweep_id, report.table, figures=list(report.files), runs=got.runs, tidy=got.tidy,
+        cells=expected or (), spec=spec_as_run(plan.spec) if plan is not None else None,
+        tracking_uri=ref.tracking_uri, experiment_id=ref.experiment_id,
+        parent_run_id=got.parent_run_id, k=got.k, warnings=report.warnings,
+        sections=axes.sections if axes else (), adaptive=adaptive.line if adaptive else None,
+        extra=_overrides_line(plan),
+    )  # fmt: skip
+    return write_page(page, out)
 
 
 @dataclass

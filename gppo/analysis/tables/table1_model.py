@@ -126,8 +126,9 @@ class Table1:
     test: str = S.DEFAULT_TEST
     #: the cost column (gppo.analysis.tables.cost_column); None when no run logged a cost
     cost: TableCost | None = None
-    #: the comparisons corrected together when more than this table's (a sweep with axes:
-    #: every point's, :func:`gppo.analysis.tables.axis_tables.recorrect`), as the † note names them
+    #: where the † note says the correction's family lies, when the table is one of several
+    #: (a sweep with axes: "at this axis point", set by
+    #: :func:`gppo.analysis.tables.axis_tables.point_tables`); None: this table's rows
     family: str | None = None
     #: adaptive seeds: the note on the design's intervals
     #: (:func:`gppo.analysis.tables.adaptive_stops.design_note`); set, the table has the column Stopped
