@@ -1,7 +1,7 @@
 """``gppo-sweep report`` and ``gppo-sweep regions``: typer-annotated plain functions.
 
 :mod:`gppo.cli.app` registers them; both can also be called directly (every parameter has a plain
-Python default). Input errors print one line on stderr and exit with code 2 (:mod:`.errors`).
+Python default). Input errors print one line on stderr and exit with code 2 (:mod:`.exit_codes`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from gppo.cli.exit_codes import EXIT_USAGE, fail
 from gppo.objectives.defaults import R_MIN, REFERENCE
 
 if TYPE_CHECKING:
+    from gppo.analysis.report_writer import Report
     from gppo.grid import Plan
     from gppo.store.state import SweepRef
 
@@ -72,23 +73,10 @@ def report(
 ) -> None:
     """Write Table 1 (md/LaTeX/HTML/CSV) and Figures 1-2 into OUT and print the table."""
     from gppo.analysis import report_writer as R
-    from gppo.analysis.tables.render import to_rich
     from gppo.grid import load_plan
     from gppo.stats import inference as S
 
-    csvs = list(from_csv or [])
-    tokens = [str(spec), *(overrides or ())] if spec is not None else list(overrides or ())
-    found, overrides = [t for t in tokens if "=" not in t], [t for t in tokens if "=" in t]
-    spec = Path(found[0]) if found else None  # a token with = is an override, never the spec
-    if len(found) > 1 and not csvs:
-        raise fail(f"unexpected argument {found[1]!r}: an override is KEY=VALUE")
-    if csvs and overrides:
-        raise fail(f"override {overrides[0]!r}: --from-csv reads no spec to edit")
-    if csvs and spec is not None:
-        for path in map(Path, found):
-            if path.suffix.lower() != ".csv":
-                raise fail(f"{path}: give either a SPEC or --from-csv FILE…, not both")
-            csvs.append(path)  # `--from-csv a.csv b.csv`: typer hands b.csv over as SPEC
+    spec, overrides, csvs = _sources(spec, overrides, from_csv)
     try:
         R.parse_formats(format)
         test, correction = R.parse_analysis(analysis)
@@ -114,6 +102,36 @@ def report(
             )
     except ValueError as exc:  # bad input: a spec, a CSV, a format (SpecError, ReportError, ...)
         raise fail(exc, EXIT_USAGE) from None
+    _print_report(result)
+
+
+def _sources(
+    spec: Path | None, overrides: list[str] | None, from_csv: list[Path] | None
+) -> tuple[Path | None, list[str], list[Path]]:
+    """The spec, its overrides and the CSVs from the command line: a token with ``=`` is an
+    override, never the spec; ``--from-csv a.csv b.csv`` (typer hands b.csv over as SPEC) reads
+    both CSVs. Raises one line for a mix it cannot read."""
+    csvs = list(from_csv or [])
+    tokens = [str(spec), *(overrides or ())] if spec is not None else list(overrides or ())
+    found, edits = [t for t in tokens if "=" not in t], [t for t in tokens if "=" in t]
+    spec = Path(found[0]) if found else None
+    if len(found) > 1 and not csvs:
+        raise fail(f"unexpected argument {found[1]!r}: an override is KEY=VALUE")
+    if csvs and edits:
+        raise fail(f"override {edits[0]!r}: --from-csv reads no spec to edit")
+    if csvs and spec is not None:
+        for path in map(Path, found):
+            if path.suffix.lower() != ".csv":
+                raise fail(f"{path}: give either a SPEC or --from-csv FILE…, not both")
+            csvs.append(path)
+        spec = None
+    return spec, edits, csvs
+
+
+def _print_report(result: Report) -> None:
+    """Table 1 on the terminal, then what was written and where."""
+    from gppo.analysis.tables.render import to_rich
+
     console = Console()
     if result.axes is not None:  # a sweep with axes: which table this is
         console.print(f"Table 1 at {result.axes.tables[result.axes.home].label}", markup=False)
