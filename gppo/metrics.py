@@ -26,6 +26,9 @@ TRAIN_SCORE = "train/score"  # mean 0/1 reward of the step's rollouts
 ENTROPY = "train/entropy"  # mean token entropy of the policy on the step's rollouts
 APPROX_KL = "train/approx_kl"
 RATIO_MEAN = "train/ratio_mean"
+#: mean |log π − log μ| over an update's tokens, averaged over the step's updates: how far the
+#: updates so far have moved the sampled tokens' log-probs from the behaviour policy's (issue 59)
+ABS_LOG_RATIO = "train/abs_log_ratio"
 RATIO_MAX = "train/ratio_max"
 CLIP_FRAC_LOW = "train/clip_frac_low"
 CLIP_FRAC_HIGH = "train/clip_frac_high"

@@ -107,6 +107,7 @@ def _metrics(
         vals = {
             "approx_kl": mean(-t),
             "ratio_mean": mean(r),
+            "abs_log_ratio": mean(t.abs()),
             "ratio_max": torch.where(mask.bool(), r, 0.0).max() if r.numel() else r.sum(),
         }
         if low is not None:

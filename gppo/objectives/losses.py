@@ -224,7 +224,7 @@ def _metrics(
         flat = flat.view(-1, _LANES).add_(lanes).view(-1)
         counts = torch.bincount(flat, weights=m, minlength=bins * _LANES).view(_LANES, bins).sum(0)
     tf, rf = t.reshape(-1), r.reshape(-1)
-    sums = [-torch.dot(tf, m), torch.dot(rf, m)]
+    sums = [-torch.dot(tf, m), torch.dot(rf, m), torch.dot(tf.abs(), m)]
     r_max = rf.mul_(m).max() if m.numel() else torch.zeros((), dtype=t.dtype, device=t.device)
     extra = torch.stack([*sums, r_max])
     v = torch.cat([counts.to(torch.float64), extra.to(torch.float64)]).tolist()
@@ -242,7 +242,8 @@ def _metrics(
         "bound_active_frac": frac(active, total),
         "approx_kl": frac(v[8 * n_b], total),
         "ratio_mean": frac(v[8 * n_b + 1], total),
-        "ratio_max": v[8 * n_b + 2] if total > 0 else 0.0,
+        "abs_log_ratio": frac(v[8 * n_b + 2], total),
+        "ratio_max": v[8 * n_b + 3] if total > 0 else 0.0,
     }
     for b, (name, _, _) in enumerate(MU_BUCKETS):
         n = sum(c[4 * b : 4 * b + 4])

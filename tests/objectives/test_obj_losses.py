@@ -164,6 +164,7 @@ def test_metrics_keys_and_values() -> None:
         "clip_frac_high",
         "approx_kl",
         "ratio_mean",
+        "abs_log_ratio",
         "ratio_max",
         "bound_active_frac",
         "dual_clip_frac",
@@ -188,6 +189,7 @@ def test_metrics_keys_and_values() -> None:
     assert m["bound_active_frac"] == pytest.approx(float((active & valid).sum() / n))
     assert m["approx_kl"] == pytest.approx(float(-(t * mask).sum() / n))
     assert m["ratio_mean"] == pytest.approx(float((r * mask).sum() / n))
+    assert m["abs_log_ratio"] == pytest.approx(float((t.abs() * mask).sum() / n))
     assert m["ratio_max"] == pytest.approx(float(r[valid].max()))
     mu = old.exp()
     for name, a, b in MU_BUCKETS:

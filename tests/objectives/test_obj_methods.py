@@ -146,7 +146,8 @@ def test_baselines_run_with_metrics(name: str) -> None:
     loss, metrics = get_method(name).loss(old, lp, adv, mask)
     loss.backward()
     assert torch.isfinite(loss) and bool(torch.isfinite(lp.grad).all())
-    assert {"approx_kl", "ratio_mean", "ratio_max"} <= set(metrics)
+    assert {"approx_kl", "ratio_mean", "ratio_max", "abs_log_ratio"} <= set(metrics)
+    assert metrics["abs_log_ratio"] >= abs(metrics["approx_kl"]) - 1e-6  # mean |t| >= |mean t|
     assert all(isinstance(v, float) for v in metrics.values())
     with pytest.raises(ValueError, match="shape"):
         get_method(name).loss(old, new, adv[:, 1:], mask)

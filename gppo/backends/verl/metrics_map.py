@@ -43,6 +43,7 @@ DIAGNOSTIC_KEYS: tuple[str, ...] = (
     "clip_frac_high",
     "ratio_mean",
     "ratio_max",
+    "abs_log_ratio",
     "bound_active_frac",
     "dual_clip_frac",
     *(f"clip_frac{side}/{b}" for b, _, _ in m.MU_BUCKETS for side in ("", "_low", "_high")),
