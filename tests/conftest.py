@@ -110,7 +110,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The process that made the suite's machine folder removes it; every pytest process first
     ends the orphans it left (a session fixture's processes whose stop failed)."""
-    reap_orphans()
+    reap_orphans(daemons=True)
     owned = config.stash.get(_OWNED_HOME, None)
     if owned is not None:
         shutil.rmtree(owned, ignore_errors=True)

@@ -15,6 +15,10 @@ import psutil
 #: ``<suite folder>:<worker>`` in the environment of every process one pytest process starts
 #: (inherited), so that what a test leaves behind can be found and ended (:func:`reap_orphans`)
 TEST_WORKER_ENV = "GPPO_TEST_WORKER"
+#: set in the environment of a process a fixture daemonizes on purpose (PostgreSQL's postmaster,
+#: started by ``pg_ctl``: an orphan from its first second that lives as long as its fixture);
+#: :func:`reap_orphans` leaves it alone until the session's end
+DAEMON_ENV = "GPPO_TEST_DAEMON"
 
 
 def started_here() -> dict[tuple[int, float], psutil.Process]:
@@ -34,16 +38,19 @@ def started_here() -> dict[tuple[int, float], psutil.Process]:
 RAYS_WATCHER_SLEEP = ["sleep", "1"]
 
 
-def reap_orphans(before: Collection[tuple[int, float]] = ()) -> list[str]:
+def reap_orphans(before: Collection[tuple[int, float]] = (), *, daemons: bool = False) -> list[str]:
     """SIGKILL the processes this pytest process started (not in ``before``) whose parent is
     gone (reparented to init): what a test's SIGKILL of a Ray head leaves (its dashboard and
-    runtime-env agents outlive their raylet and take CPU from every later test). Returns their
-    names."""
+    runtime-env agents outlive their raylet and take CPU from every later test). A fixture's
+    daemon (:data:`DAEMON_ENV` in its environment) is spared unless ``daemons`` (the session's
+    end, every fixture torn down). Returns their names."""
     reaped = []
     for key, proc in started_here().items():
         if key in before:
             continue
         with contextlib.suppress(psutil.Error):
+            if not daemons and DAEMON_ENV in proc.environ():
+                continue
             if proc.ppid() == 1 and proc.cmdline() != RAYS_WATCHER_SLEEP:
                 reaped.append(f"{proc.name()} ({proc.pid})")
                 proc.kill()

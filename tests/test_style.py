@@ -24,7 +24,8 @@ def test_ruff_clean(args):
 def test_a_process_started_outside_a_slow_test_fails_it(tmp_path):
     """The fast-tier rule (tests/conftest.py) can fail: a test without the marker that starts a
     process fails, with what to do; the same test marked slow passes."""
-    shutil.copy(Path(__file__).with_name("conftest.py"), tmp_path / "conftest.py")
+    for name in ("conftest.py", "suite_processes.py"):  # the suite's conftest and its import
+        shutil.copy(Path(__file__).with_name(name), tmp_path / name)
     (tmp_path / "test_probe.py").write_text(
         "import subprocess, sys, pytest\n"
         "def test_unmarked():\n"

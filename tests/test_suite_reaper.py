@@ -4,12 +4,13 @@ would otherwise run on and take CPU from every later test."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import psutil
 import pytest
-from suite_processes import reap_orphans, started_here
+from suite_processes import DAEMON_ENV, reap_orphans, started_here
 
 ORPHAN = (
     "import subprocess, sys; "
@@ -41,3 +42,20 @@ def test_a_process_whose_parent_lives_is_left_alone():
     finally:
         child.kill()
         child.wait()
+
+
+@pytest.mark.slow
+def test_a_fixtures_daemon_outlives_each_test_and_ends_with_the_session():
+    """PostgreSQL's postmaster (pg_ctl daemonizes it) is an orphan while its session fixture
+    lives: reaped after a test, it took the team's MLflow store and two sweep tests with it."""
+    before = set(started_here())
+    env = {**os.environ, DAEMON_ENV: "1"}
+    subprocess.run([sys.executable, "-c", ORPHAN], check=True, timeout=60, env=env)
+    (daemon,) = [p for key, p in started_here().items() if key not in before]
+    assert daemon.ppid() == 1
+    assert reap_orphans(before) == []
+    assert daemon.is_running()
+    assert reap_orphans(before, daemons=True) == [f"{daemon.name()} ({daemon.pid})"]
+    with pytest.raises(psutil.NoSuchProcess):
+        daemon.wait(timeout=10)
+        daemon.status()

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from suite_processes import DAEMON_ENV
 
 from gppo.ports import free_port, free_ports
 from gppo.sweep.cluster import ray_http
@@ -325,7 +326,7 @@ def _start_postgres(data: Path, password: str | None = None) -> tuple[Postgres, 
     pg_ctl = [*as_user, str(bindir / "pg_ctl"), "-D", str(data / "db")]
     start = subprocess.run(
         [*pg_ctl, "-o", opts, "-l", str(data / "server.log"), "-w", "-t", "60", "start"],
-        capture_output=True, text=True,
+        capture_output=True, text=True, env={**os.environ, DAEMON_ENV: "1"},  # reaper: spare it
     )  # fmt: skip
     if start.returncode != 0:
         log = (data / "server.log").read_text(errors="replace")[-2000:]
