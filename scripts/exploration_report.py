@@ -8,8 +8,15 @@
 Prints, as markdown (docs/studies/exploration.md): the gain over the base
 per level, divergence and estimator; Atomic - MC and Binary - MC per level (stratified by
 divergence, Welch t CI, Holm over the table); the mechanism per level and estimator (high-side
-clip fraction by μ bucket, the early rise of the correct answers' probability). Writes
-``exploration-dose-response.png`` and ``exploration-runs.csv`` (one row per run) into ``--out``.
+clip fraction by μ bucket, the early rise of the correct answers' probability); the low-side
+clip fraction by μ bucket per level and estimator; how far an update moves the policy per level
+and estimator (``abs_log_ratio``: the run's mean over every training step it logged, 1..last, of
+``train/abs_log_ratio``, an update's mean |log π − log μ| over its tokens;
+``abs_log_ratio_early``: over steps 1..10). The last three tables pool the divergences, each
+with its mean and 95 % t interval over runs. Writes ``exploration-dose-response.png`` and
+``exploration-runs.csv`` (one row per run; columns in
+:mod:`gppo.analysis.tables.exploration_contrasts`) into ``--out``. With ``--runs`` an older
+CSV without the low side's or abs_log_ratio's columns still reports: those tables say so.
 A reduced study (fewer seeds or levels: edit the spec's ``seeds`` or axis) reports the same way.
 """
 
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -78,28 +86,66 @@ def _bucket_text(name: str) -> str:
     return {"lt": f"< {bits[-1]}", "ge": f"≥ {bits[-1]}"}.get(bits[0], "-".join(bits))
 
 
+def _clip_head(side: str) -> str:
+    return " | ".join(f"clip {side}, μ {_bucket_text(b[0])} (%)" for b in MU_BUCKETS)
+
+
+def _ci_cells(r: dict, columns: list[str], scale: float = 1.0, digits: int = 2) -> str:
+    """The cells ``mean [lo, hi]`` of a :func:`~C.by_level` row's ``columns``, times ``scale``."""
+    return " | ".join(
+        _ci(scale * r[c], scale * r[f"{c}_lo"], scale * r[f"{c}_hi"], digits) for c in columns
+    )
+
+
 def mechanism_markdown(m: pd.DataFrame) -> str:
-    buckets = [b[0] for b in MU_BUCKETS]
-    head = " | ".join(f"clip high, μ {_bucket_text(b)} (%)" for b in buckets)
     lines = [
-        f"| level | estimator | {head} | P(correct) at step 0 | rise by step {C.RISE_STEP} (x) |",
-        "| --- | --- |" + " --- |" * (len(buckets) + 2),
+        f"| level | estimator | {_clip_head('high')} | P(correct) at step 0 | rise by step {C.RISE_STEP} (x) |",
+        "| --- | --- |" + " --- |" * (len(MU_BUCKETS) + 2),
     ]
     for r in m.to_dict("records"):
-        clips = " | ".join(
-            _ci(
-                100 * r[f"clip_high/{b}"],
-                100 * r[f"clip_high/{b}_lo"],
-                100 * r[f"clip_high/{b}_hi"],
-                2,
-            )
-            for b in buckets
-        )
+        clips = _ci_cells(r, C.clip_columns("high"), scale=100)
         lines.append(
             f"| {r['point']} | {r['estimator']} | {clips} | {'-' if math.isnan(r['p_answer_0']) else format(r['p_answer_0'], '.3f')} | "
             f"{_ci(r['rise'], r['rise_lo'], r['rise_hi'], 2)} |"
         )
     return "\n".join(lines)
+
+
+def clip_low_markdown(m: pd.DataFrame) -> str:
+    """The low side's clip fraction by μ bucket (percent), a row per level and estimator
+    (``m``: :func:`~C.by_level` of :func:`~C.clip_columns` ``("low")``)."""
+    lines = [
+        f"| level | estimator | {_clip_head('low')} | runs |",
+        "| --- | --- |" + " --- |" * (len(MU_BUCKETS) + 1),
+    ]
+    for r in m.to_dict("records"):
+        clips = _ci_cells(r, C.clip_columns("low"), scale=100)
+        lines.append(f"| {r['point']} | {r['estimator']} | {clips} | {r['n']} |")
+    return "\n".join(lines)
+
+
+def abs_log_ratio_markdown(m: pd.DataFrame) -> str:
+    """Mean abs(log π − log μ) per update, over the run and over its first steps, a row per level
+    and estimator (``m``: :func:`~C.by_level` of :data:`~C.ABS_LOG_RATIO_COLUMNS`)."""
+    lines = [
+        "| level | estimator | mean abs(log π − log μ), all steps | "
+        f"steps 1-{C.EARLY_STEPS} | runs |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for r in m.to_dict("records"):
+        cells = _ci_cells(r, list(C.ABS_LOG_RATIO_COLUMNS), digits=4)
+        lines.append(f"| {r['point']} | {r['estimator']} | {cells} | {r['n']} |")
+    return "\n".join(lines)
+
+
+def _by_level_table(
+    runs: pd.DataFrame, columns: list[str], markdown: Callable[[pd.DataFrame], str], source: str
+) -> str:
+    """``markdown`` of :func:`~C.by_level` over ``columns``, or that ``source`` (the CSV, the
+    runs) has none of them (an older CSV; runs from before the metric was logged)."""
+    if not set(columns) <= set(runs.columns) or runs[columns].isna().all().all():
+        return f"not recorded in {source}"
+    return markdown(C.by_level(runs, columns))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,6 +189,11 @@ def main(argv: list[str] | None = None) -> int:
     print(contrast_markdown(C.contrasts(runs, column="rise"), unit="x"))
     print("\n## Mechanism (divergences pooled)\n")
     print(mechanism_markdown(C.mechanism(runs)))
+    source = "this CSV" if a.runs is not None else "these runs"
+    print("\n## Low-side clip fraction by μ bucket (%, divergences pooled)\n")
+    print(_by_level_table(runs, C.clip_columns("low"), clip_low_markdown, source))
+    print("\n## How far an update moves the policy: mean abs(log π − log μ) (divergences pooled)\n")
+    print(_by_level_table(runs, list(C.ABS_LOG_RATIO_COLUMNS), abs_log_ratio_markdown, source))
     fig = C.dose_response_figure(g, a.axis, bases)
     fig.savefig(a.out / "exploration-dose-response.png", dpi=120)
     wrote = "" if a.runs is not None else f" and {a.out / 'exploration-runs.csv'}"

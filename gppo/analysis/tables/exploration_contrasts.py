@@ -8,16 +8,22 @@ fraction by μ bucket; the rise of the correct answers' probability in the first
 The unit is a run (one cell, seed and axis point). :func:`runs_frame` reads one row per finished
 run from MLflow: ``point`` (the axis value), ``divergence``, ``estimator``, ``seed``, ``base`` and
 ``final`` (avg@k over the benchmarks, percent), ``gain`` (final - base, points), the mean over
-steps of ``train/clip_frac_high/<bucket>`` per μ bucket (``clip_high/<bucket>``) and the probe's
+steps of ``train/clip_frac_high/<bucket>`` per μ bucket (``clip_high/<bucket>``), the probe's
 ``p_answer`` at step 0 and at :data:`RISE_STEP` (``rise``: the ratio, how many times the correct
-answers' probability grew). The tables are plain functions of that frame:
+answers' probability grew), the mean over steps of ``train/clip_frac_low/<bucket>``
+(``clip_low/<bucket>``), and how far the updates moved the policy: ``train/abs_log_ratio`` (an
+update's mean |log π − log μ|) averaged over every training step the run logged
+(``abs_log_ratio``) and over the early rise's steps 1..:data:`EARLY_STEPS`
+(``abs_log_ratio_early``). A run without a metric (logged before it existed) has NaN there.
+The tables are plain functions of that frame:
 
 - :func:`gains`: per point, divergence and estimator, the mean gain with its 95 % t interval;
 - :func:`contrasts`: per point, each estimator against ``mc``: the difference of mean final
   avg@k taken within each divergence and averaged over divergences (strata), with its Welch-
   Satterthwaite t interval and p-value, Holm-corrected over the whole table;
 - :func:`mechanism`: per point and estimator, the clip fractions by bucket and the early rise, each
-  with its t interval over runs (divergences pooled).
+  with its t interval over runs (divergences pooled); :func:`by_level` the same for any columns
+  (the low side's clip fractions, :data:`ABS_LOG_RATIO_COLUMNS`).
 """
 
 from __future__ import annotations
@@ -43,7 +49,31 @@ from gppo.store.tracking import metric_steps
 
 #: the early-rise window: p_answer(RISE_STEP) / p_answer(0) (the probe runs at every step to 10)
 RISE_STEP = M.PROBE_DENSE_STEPS
+#: the early window of ``abs_log_ratio_early``: training steps 1..EARLY_STEPS (the rise's window)
+EARLY_STEPS = RISE_STEP
+#: how far the updates moved the policy: over the whole run, over its first EARLY_STEPS steps
+ABS_LOG_RATIO_COLUMNS = ("abs_log_ratio", "abs_log_ratio_early")
 REFERENCE_ESTIMATOR = "mc"
+
+
+def clip_columns(side: str) -> list[str]:
+    """The frame's clip-fraction columns of one side (``"high"``, ``"low"``), one per μ bucket."""
+    return [f"clip_{side}/{name}" for name, _lo, _hi in MU_BUCKETS]
+
+
+def _step_mean(history: list[tuple[int, float]], last_step: int | None = None) -> float:
+    """The mean of a metric's ``(step, value)`` history over its steps (to ``last_step``
+    inclusive); NaN when none was logged."""
+    values = [v for step, v in history if last_step is None or step <= last_step]
+    return float(np.mean(values)) if values else math.nan
+
+
+def _clip_means(client: StoreClient, run_id: str, side: str) -> dict[str, float]:
+    """``clip_<side>/<bucket>`` -> the mean over the run's steps of that bucket's clip fraction."""
+    return {
+        column: _step_mean(metric_steps(client, run_id, M.clip_frac_bucket(name, side)))
+        for column, (name, _lo, _hi) in zip(clip_columns(side), MU_BUCKETS, strict=True)
+    }
 
 
 def runs_frame(
@@ -73,13 +103,15 @@ def runs_frame(
             "final": final,
             "gain": final - base,
         }
-        for name, _lo, _hi in MU_BUCKETS:
-            hist = metric_steps(client, run.run_id, M.clip_frac_bucket(name, "high"))
-            row[f"clip_high/{name}"] = float(np.mean([v for _, v in hist])) if hist else math.nan
+        row.update(_clip_means(client, run.run_id, "high"))
         probe = dict(metric_steps(client, run.run_id, M.PROBE_P_ANSWER))
         row["p_answer_0"] = probe.get(0, math.nan)
         row[f"p_answer_{RISE_STEP}"] = probe.get(RISE_STEP, math.nan)
         row["rise"] = row[f"p_answer_{RISE_STEP}"] / row["p_answer_0"]
+        row.update(_clip_means(client, run.run_id, "low"))  # new columns after the old ones
+        moves = metric_steps(client, run.run_id, M.ABS_LOG_RATIO)
+        row["abs_log_ratio"] = _step_mean(moves)
+        row["abs_log_ratio_early"] = _step_mean(moves, last_step=EARLY_STEPS)
         rows.append(row)
     return pd.DataFrame(rows).sort_values(["point", "divergence", "estimator", "seed"])
 
@@ -158,7 +190,13 @@ def contrasts(
 def mechanism(runs: pd.DataFrame) -> pd.DataFrame:
     """Per point and estimator (divergences pooled): the mean over runs of each bucket's
     high-side clip fraction and of the early rise, with 95 % t CIs (``<column>_lo/_hi``)."""
-    columns = [f"clip_high/{b[0]}" for b in MU_BUCKETS] + ["p_answer_0", "rise"]
+    return by_level(runs, [*clip_columns("high"), "p_answer_0", "rise"])
+
+
+def by_level(runs: pd.DataFrame, columns: Sequence[str]) -> pd.DataFrame:
+    """Per point and estimator (divergences pooled, Table 1's estimator order, the highest point
+    first): ``n`` (runs) and each column's mean over runs with its 95 % t CI (``<column>_lo/_hi``;
+    NaNs left out, as :func:`_ci_row`)."""
     out = []
     for (point, est), part in runs.groupby(["point", "estimator"], sort=True):
         row: dict[str, object] = {"point": point, "estimator": est, "n": len(part)}
