@@ -46,7 +46,7 @@ from __future__ import annotations
 import inspect
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -72,6 +72,8 @@ TESTS = {
 #: Table 1's test and the adaptive rule's by default (docs/statistics.md argues the choice)
 DEFAULT_TEST = defaults.TEST
 Interval = tuple[float, float]
+#: a statistic of the samples, vectorised along the last axis (scipy.stats.bootstrap's form)
+Statistic = Callable[..., Any]
 
 _RNG_KW = "rng" if "rng" in inspect.signature(stats.bootstrap).parameters else "random_state"
 
@@ -81,7 +83,7 @@ def _arrays(columns: Sequence[Sequence[float]]) -> list[np.ndarray]:
 
 
 def _percentile_bootstrap(
-    samples: Sequence[np.ndarray], statistic, confidence: float, seed: int
+    samples: Sequence[np.ndarray], statistic: Statistic, confidence: float, seed: int
 ) -> Interval:
     """``scipy.stats.bootstrap``'s percentile CI, the samples resampled independently
     (``N_RESAMPLES``, vectorised, seeded)."""
@@ -101,7 +103,10 @@ def _percentile_bootstrap(
 
 
 def run_bootstrap_interval(
-    runs: Sequence[np.ndarray], statistic, confidence: float = CONFIDENCE, seed: int = SEED
+    runs: Sequence[np.ndarray],
+    statistic: Statistic,
+    confidence: float = CONFIDENCE,
+    seed: int = SEED,
 ) -> Interval:
     """Percentile bootstrap CI of ``statistic(*runs)``, whole runs resampled.
 

@@ -294,7 +294,16 @@ def _final_quantile(df_max: np.ndarray, design: Design, level: np.ndarray) -> np
     return np.asarray(stats.t.isf(nominal / 2, df_max))
 
 
-def _predictive(delta, se, se_max, df_max, open_, design: Design, fam, r0) -> np.ndarray:
+def _predictive(
+    delta: np.ndarray,
+    se: np.ndarray,
+    se_max: np.ndarray,
+    df_max: np.ndarray,
+    open_: np.ndarray,
+    design: Design,
+    fam: int | np.ndarray,
+    r0: np.ndarray,
+) -> np.ndarray:
     """Predictive probability (flat prior) that ``|Δ̂|`` at max seeds passes the final bound:
     ``Δ̂_max ~ N(Δ̂, se² - se_max²)``, ``se_max`` the standard error at max seeds on both sides
     with the variances as now; nan where the row is not open."""
@@ -306,7 +315,14 @@ def _predictive(delta, se, se_max, df_max, open_, design: Design, fam, r0) -> np
     return np.where(open_, pp, np.nan)
 
 
-def _predictive_equivalence(delta, se, se_max, df_max, design: Design, fam) -> np.ndarray:
+def _predictive_equivalence(
+    delta: np.ndarray,
+    se: np.ndarray,
+    se_max: np.ndarray,
+    df_max: np.ndarray,
+    design: Design,
+    fam: int | np.ndarray,
+) -> np.ndarray:
     """Predictive probability that the interval at max lies inside ``(-margin, margin)``; 0
     without a margin or where the interval at max is wider than the margin."""
     if design.margin is None:

@@ -109,7 +109,9 @@ def boundaries(
         sd = math.sqrt(t - t_prev)
         mass = dens * w
 
-        def crossing(c: float, mass=mass, x=x, sd=sd, t=t) -> float:
+        def crossing(
+            c: float, mass: np.ndarray = mass, x: np.ndarray = x, sd: float = sd, t: float = t
+        ) -> float:
             edge = c * math.sqrt(t)
             return float(mass @ (special.ndtr((x - edge) / sd) + special.ndtr((-edge - x) / sd)))
 
