@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from crosscheck.adaptive_rule import Adaptive
 from crosscheck.recompute import disagreements, runs_frame, status_disagreements
 from gppo import metrics as M
 
@@ -155,7 +156,8 @@ def run_combo(combo: Combo, folder: Path, address: str | None) -> list[str]:
         return [f"report exit {code}: {rep[-3000:]}"]
     every = runs_frame(spec["tracking"]["uri"], spec["name"])
     runs = every[every["finished"]]
-    bad = disagreements(report, every, list(AXES[combo.axis]), adaptive=combo.seeds == "adaptive")
+    adaptive = Adaptive.of_spec(spec) if combo.seeds == "adaptive" else None
+    bad = disagreements(report, every, list(AXES[combo.axis]), adaptive=adaptive)
     code, status = _cli_run(["status", str(path)], folder)
     bad += status_disagreements(status, every) if code == 0 else [f"status exit {code}: {status}"]
     bad += _simple_facts(combo, spec, runs)

@@ -10,8 +10,8 @@ Student t interval, n_seeds, Δ against the reference, its Welch CI, the Welch p
 Benjamini-Hochberg p over the family (trained rows against the reference at one point and
 domain, each comparison once, a row on the reference's own runs none), the mark; the base row
 per point (its own step-0 scores); cost per row (CPU-h of the row's own runs, a copy costs 0) and
-per point (the total row). Adaptive seeds: the documented simple facts only (the mean over all
-of a row's seeds and their count; Δ and the test are the design's, not recomputed here).
+per point (the total row). Adaptive seeds: the mean over all of a row's seeds and their count
+here; the Stopped column, Δ and its interval (the design's) in :mod:`crosscheck.adaptive_rule`.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ import pandas as pd
 from mlflow.tracking import MlflowClient
 from scipy import stats
 
+from crosscheck.adaptive_rule import Adaptive, stop_disagreements
 from gppo import metrics as M
 
 ALPHA = 0.05
@@ -37,7 +38,7 @@ ROUND = 0.051
 def runs_frame(uri: str, experiment: str) -> pd.DataFrame:
     """One row per cell run (``finished``: FINISHED; the others count for cost only): cell id, label, domain, seed, point (axes JSON, sorted),
     score and base (avg@k over benchmarks in points), run id, the lead's run id of a copy,
-    CPU-hours."""
+    CPU-hours, MLflow's status (FAILED attempts lose an adaptive seed)."""
     client = MlflowClient(uri)
     exp = client.get_experiment_by_name(experiment)
     rows = []
@@ -58,6 +59,7 @@ def runs_frame(uri: str, experiment: str) -> pd.DataFrame:
                 "seed": int(t[M.TAG_SEED]),
                 "point": json.dumps(json.loads(t.get(M.TAG_AXES, "{}")), sort_keys=True),
                 "finished": finished,
+                "status": r.info.status,
                 "score": _avg(m, "eval", benches, k) if finished else math.nan,
                 "base": _avg(m, "eval_base", benches, k) if finished else math.nan,
                 "run_id": r.info.run_id,
@@ -159,11 +161,17 @@ def _close(a, b, tol: float) -> bool:
     return (math.isnan(a) and math.isnan(b)) or abs(a - b) <= tol
 
 
-def disagreements(folder: Path, runs: pd.DataFrame, axes: list[str], adaptive: bool = False,
-                  reference: str = "tv/mc") -> list[str]:  # fmt: skip
+def disagreements(
+    folder: Path,
+    runs: pd.DataFrame,
+    axes: list[str],
+    adaptive: Adaptive | None = None,
+    reference: str = "tv/mc",
+) -> list[str]:
     """Every number of ``folder``'s table1.csv, scores.csv and report.html that differs from
-    the recomputation (empty: all agree)."""
-    want = expected_table(runs, reference, adaptive)
+    the recomputation (empty: all agree); ``adaptive``: the spec's adaptive seeds (the
+    Stopped column, Δ and its interval then checked by :mod:`crosscheck.adaptive_rule`)."""
+    want = expected_table(runs, reference, adaptive is not None)
     bad: list[str] = []
     table = pd.read_csv(folder / "table1.csv")
     seen = set()
@@ -189,13 +197,13 @@ def disagreements(folder: Path, runs: pd.DataFrame, axes: list[str], adaptive: b
             bad.append(f"{label}: avg {row['avg']} != {w['avg']:.3f}")
         if int(row["n_seeds"]) != w["n"]:
             bad.append(f"{label}: n_seeds {row['n_seeds']} != {w['n']}")
-        if "lo" in w and not adaptive and not _close(row["avg_ci95_lo"], w["lo"], ROUND):
+        if "lo" in w and adaptive is None and not _close(row["avg_ci95_lo"], w["lo"], ROUND):
             bad.append(f"{label}: avg_ci95_lo {row['avg_ci95_lo']} != {w['lo']:.3f}")
-        if "lo" in w and not adaptive and not _close(row["avg_ci95_hi"], w["hi"], ROUND):
+        if "lo" in w and adaptive is None and not _close(row["avg_ci95_hi"], w["hi"], ROUND):
             bad.append(f"{label}: avg_ci95_hi {row['avg_ci95_hi']} != {w['hi']:.3f}")
         if key[2] != "base" and not _close(row.get("cpu_hours"), w["cpu"], 1e-6):
             bad.append(f"{label}: cpu_hours {row.get('cpu_hours')} != {w['cpu']}")
-        if adaptive:
+        if adaptive is not None:
             continue
         if "delta" in w:
             for col, k in (("delta", "delta"), ("delta_ci95_lo", "dlo"), ("delta_ci95_hi", "dhi")):
@@ -211,6 +219,10 @@ def disagreements(folder: Path, runs: pd.DataFrame, axes: list[str], adaptive: b
             bad.append(f"{label}: significant {row['significant']} != {mark}")
     missing = {k for k in want if k[2] != "total"} - seen
     bad += [f"{k}: no row in table1.csv" for k in sorted(missing)]
+    if adaptive is not None:
+        rows = table[table["cell"] != "total"]
+        points = [_point_of(r, axes) for _, r in rows.iterrows()]
+        bad += stop_disagreements(rows, runs, points, adaptive, reference)
     if axes or (folder / "scores.csv").exists():  # written for a sweep with axes
         bad += _scores_csv(folder, runs, axes)
     bad += _page(folder, runs)
