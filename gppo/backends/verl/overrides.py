@@ -136,8 +136,25 @@ def _plain(value: Any) -> Any:
 
 
 def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
-    """All overrides of one cell, in a stable order, as ``{key: value}`` (``+key`` adds a key)."""
-    s = settings
+    """All overrides of one cell, in a stable order, as ``{key: value}`` (``+key`` adds a key):
+    verl's sections in turn (data, model and actor, rollout, reward and trainer), the cell's loss,
+    then what the settings' modes change (float32, the testbed, validation, CPU)."""
+    ov: dict[str, Any] = {
+        # algorithm: GRPO advantages, no KL anywhere (the paper trains without a KL term)
+        "algorithm.adv_estimator": "grpo",
+        "algorithm.use_kl_in_reward": False,
+        **_data_overrides(cell, settings),
+        **_actor_overrides(cell, settings),
+        **_rollout_overrides(cell, settings),
+        **_trainer_overrides(cell, settings),
+    }
+    ov.update(_loss_overrides(cell))
+    ov.update(_mode_overrides(settings))
+    return ov
+
+
+def _data_overrides(cell: Cell, s: VerlSettings) -> dict[str, Any]:
+    """The training parquet of the cell's seed and one validation file per benchmark."""
     files = s.benchmark_files
     benchmarks = cell.benchmarks or tuple(files)
     missing = [b for b in benchmarks if b not in files]
@@ -146,11 +163,7 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
             f"cell {cell.id}: no val_files entry for benchmark(s) {', '.join(missing)}; "
             f"configured: {', '.join(files)}"
         )
-    ov: dict[str, Any] = {
-        # algorithm: GRPO advantages, no KL anywhere (the paper trains without a KL term)
-        "algorithm.adv_estimator": "grpo",
-        "algorithm.use_kl_in_reward": False,
-        # data
+    return {
         "data.train_files": [s.train_for(cell.seed)],
         "data.val_files": [files[b] for b in benchmarks],
         "data.train_batch_size": s.prompts_per_step,
@@ -159,11 +172,15 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         "data.filter_overlong_prompts": True,
         "data.truncation": "error",
         "data.seed": cell.seed,
-        # model
+    }
+
+
+def _actor_overrides(cell: Cell, s: VerlSettings) -> dict[str, Any]:
+    """The model, the actor's optimiser and batch shape, and what its checkpoints keep."""
+    return {
         "actor_rollout_ref.model.path": s.model,
         "actor_rollout_ref.model.use_remove_padding": s.use_remove_padding,
         "actor_rollout_ref.model.enable_gradient_checkpointing": s.gradient_checkpointing,
-        # actor: optimiser and batch shape
         f"{ACTOR}.optim.lr": s.lr,
         f"{ACTOR}.optim.lr_warmup_steps": 0,
         f"{ACTOR}.optim.lr_scheduler_type": "constant",
@@ -187,7 +204,12 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
             # a testbed cell's final policy is scored from its Hugging Face export (yardstick.py)
             *(["hf_model"] if s.testbed else []),
         ],
-        # rollout (vLLM) and avg@k validation sampling
+    }
+
+
+def _rollout_overrides(cell: Cell, s: VerlSettings) -> dict[str, Any]:
+    """vLLM's sampling for training and for avg@k validation, and the reference's log-probs."""
+    return {
         f"{ROLLOUT}.name": "vllm",
         f"{ROLLOUT}.n": s.group_size,
         f"{ROLLOUT}.temperature": s.temperature,
@@ -202,10 +224,15 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         f"{ROLLOUT}.val_kwargs.top_p": s.val_top_p,
         "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": True,
         "actor_rollout_ref.ref.log_prob_max_token_len_per_gpu": s.token_budget,
-        # reward: benchmark data_source -> verl's scorer, with an exact-pass `acc`
+    }
+
+
+def _trainer_overrides(cell: Cell, s: VerlSettings) -> dict[str, Any]:
+    """The reward (benchmark data_source -> verl's scorer, with an exact-pass ``acc``) and the
+    trainer: steps, eval cadence, checkpoint resume, MLflow logging."""
+    return {
         "reward.custom_reward_function.path": REWARD_PATH,
         "reward.custom_reward_function.name": REWARD_NAME,
-        # trainer: steps, eval cadence, checkpoint resume, MLflow logging
         "trainer.nnodes": s.nnodes,
         "trainer.n_gpus_per_node": s.gpus_per_node,
         "trainer.total_training_steps": s.total_steps,
@@ -220,7 +247,12 @@ def build_overrides(cell: Cell, settings: VerlSettings) -> dict[str, Any]:
         "trainer.experiment_name": cell.id,
         "trainer.logger": ["console", "mlflow"],
     }
-    ov.update(_loss_overrides(cell))
+
+
+def _mode_overrides(s: VerlSettings) -> dict[str, Any]:
+    """What the settings' modes change: float32, the testbed's own prompt order, less
+    validation, the CPU run, vLLM's sequence cap."""
+    ov: dict[str, Any] = {}
     if s.dtype == "float32":
         ov.update(FLOAT32_OVERRIDES)
     if s.testbed:
