@@ -197,6 +197,20 @@ def _metrics(
     ``r`` (contiguous) is overwritten.
     """
     m = mask.reshape(-1).to(t.dtype)
+    n_b = len(MU_BUCKETS)
+    counts = _count_codes(_token_codes(plan, adv, log_mu, pos, above, below), m, 8 * n_b)
+    tf, rf = t.reshape(-1), r.reshape(-1)
+    sums = [-torch.dot(tf, m), torch.dot(rf, m), torch.dot(tf.abs(), m)]
+    r_max = rf.mul_(m).max() if m.numel() else torch.zeros((), dtype=t.dtype, device=t.device)
+    extra = torch.stack([*sums, r_max])
+    return _diagnostics(torch.cat([counts.to(torch.float64), extra.to(torch.float64)]).tolist())
+
+
+def _token_codes(
+    plan: _Plan, adv: Tensor, log_mu: Tensor, pos: Tensor, above: Tensor, below: Tensor
+) -> Tensor:
+    """Per token (B, T), uint8: 4 x μ bucket + clip state (:func:`_metrics`), + 4 x buckets
+    where ``ratio_bounds`` cut the token's region."""
     code = (log_mu >= math.log(MU_BUCKETS[1][1])).view(torch.uint8).mul(4)
     for _, edge, _ in MU_BUCKETS[2:]:
         code.add_(log_mu >= math.log(edge), alpha=4)
@@ -216,18 +230,24 @@ def _metrics(
             code += 4 * n_b
         elif l_act > -math.inf:
             code.add_(log_mu < l_act, alpha=4 * n_b)
-    flat, bins = code.reshape(-1), 8 * n_b
+    return code
+
+
+def _count_codes(code: Tensor, m: Tensor, bins: int) -> Tensor:
+    """Mask-weighted count of each code, shape (bins,): one bincount."""
+    flat = code.reshape(-1)
     if flat.numel() % _LANES:
-        counts = torch.bincount(flat, weights=m, minlength=bins)
-    else:  # one serial accumulator per bin is slow when most tokens share a bin: 8 lanes each
-        lanes = torch.arange(0, bins * _LANES, bins, dtype=torch.uint8, device=flat.device)
-        flat = flat.view(-1, _LANES).add_(lanes).view(-1)
-        counts = torch.bincount(flat, weights=m, minlength=bins * _LANES).view(_LANES, bins).sum(0)
-    tf, rf = t.reshape(-1), r.reshape(-1)
-    sums = [-torch.dot(tf, m), torch.dot(rf, m), torch.dot(tf.abs(), m)]
-    r_max = rf.mul_(m).max() if m.numel() else torch.zeros((), dtype=t.dtype, device=t.device)
-    extra = torch.stack([*sums, r_max])
-    v = torch.cat([counts.to(torch.float64), extra.to(torch.float64)]).tolist()
+        return torch.bincount(flat, weights=m, minlength=bins)
+    # one serial accumulator per bin is slow when most tokens share a bin: 8 lanes each
+    lanes = torch.arange(0, bins * _LANES, bins, dtype=torch.uint8, device=flat.device)
+    flat = flat.view(-1, _LANES).add_(lanes).view(-1)
+    return torch.bincount(flat, weights=m, minlength=bins * _LANES).view(_LANES, bins).sum(0)
+
+
+def _diagnostics(v: list[float]) -> dict[str, float]:
+    """The host-side numbers (the code counts, then -sum t, sum r, sum |t|, max r) as the
+    named diagnostics."""
+    n_b = len(MU_BUCKETS)
     c = [v[i] + v[i + 4 * n_b] for i in range(4 * n_b)]  # per (bucket, state), any bound flag
     active = sum(v[4 * n_b : 8 * n_b])
     total = sum(c)
