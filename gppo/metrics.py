@@ -221,6 +221,9 @@ TAG_TRIAL_NUMBER = "gppo.trial_number"
 TAG_STUDY_NAME = "gppo.study_name"
 #: adaptive seeds: why the cell's row stopped, e.g. ``separated at 4 seeds`` (on each of its runs)
 TAG_ROW_STOPPED = "gppo.row_stopped"
+#: on the parent run: "true" when the sweep's last launch ended with cells its budget left
+#: pending ("false" otherwise), so a report written later says "left by the budget" as it did
+TAG_BUDGET_LEFT = "gppo.budget_left"
 #: Set to "true" by a backend entrypoint only after its final evaluation has been logged.
 TAG_FINISHED = "gppo.finished"
 TAG_FAILURE = "gppo.failure"  # last log lines of a cell that kept failing

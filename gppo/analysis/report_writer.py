@@ -162,7 +162,7 @@ def write_report(
     formats: str | Sequence[str] = "all",
     figures: bool = True,
     attach: bool = True,
-    ended: bool = False,
+    ended: bool | None = None,
     test: str | None = None,
     correction: str | None = None,
 ) -> Report:
@@ -178,6 +178,8 @@ def write_report(
         ended: the launch has ended with every cell done, left by the budget or not needed
             (:func:`after_sweep`): with adaptive seeds and a budget, a row whose next seeds
             have no run was left by the budget (else it is open: its round under way).
+            Default: what the store says (``ref.ended``, from the sweep's parent run), so
+            ``gppo-sweep report`` after the launch writes the launch's own Stopped column.
         test, correction: Table 1's test (``welch`` | ``pooled``) and correction (``bh`` |
             ``holm``); default: the plan's ``analysis:`` (else welch, bh).
 
@@ -196,7 +198,7 @@ def write_report(
     chosen = plan.spec.analysis if plan is not None else None
     test = test or (chosen.test if chosen else S.DEFAULT_TEST)
     correction = correction or (chosen.correction if chosen else "bh")
-    adaptive = _adaptive(plan, got, reference, ended)
+    adaptive = _adaptive(plan, got, reference, ref.ended if ended is None else ended)
     mark = adaptive.mark if adaptive else None
     if adaptive:  # the cells the rounds did not need are not missing
         got.tidy = adaptive.tidy

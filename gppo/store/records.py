@@ -122,7 +122,9 @@ def find_sweep(
 
     ``experiment`` (the spec's ``experiment``) narrows the lookup to that experiment; without it
     the parent run is looked up by its tags in every active experiment (``report --sweep-id``).
-    Raises :class:`SweepNotFound` when the store has no parent run of ``sweep_id``.
+    Raises :class:`SweepNotFound` when the store has no parent run of ``sweep_id``. The ref's
+    ``ended`` says whether the last launch ended the sweep: its parent run FINISHED, or ended
+    (not running) with cells its budget left (:data:`gppo.metrics.TAG_BUDGET_LEFT`).
     """
     uri = resolve_tracking_uri(tracking_uri)
     client = refusal_naming_client(uri)
@@ -147,7 +149,9 @@ def find_sweep(
     if not runs:
         raise SweepNotFound(f"{redact(uri)}: no sweep {sweep_id!r} in {where} (launch it first)")
     parent = runs[0]
-    return SweepRef(sweep_id, uri, parent.info.experiment_id, parent.info.run_id)
+    status, budget_left = parent.info.status, parent.data.tags.get(M.TAG_BUDGET_LEFT) == "true"
+    ended = status == "FINISHED" or (status != "RUNNING" and budget_left)
+    return SweepRef(sweep_id, uri, parent.info.experiment_id, parent.info.run_id, ended=ended)
 
 
 def search_all(

@@ -130,6 +130,8 @@ class SweepRef:
         experiment_id: the experiment that holds the sweep's runs.
         parent_run_id: the sweep's parent run (tag ``gppo.role=sweep``).
         run_ids: cell id -> the run of its latest attempt (those the launcher knew; may be empty).
+        ended: the last launch ended the sweep (every cell done, not needed or left by the
+            budget, a failed seed's besides), as :func:`gppo.store.records.find_sweep` read it.
     """
 
     sweep_id: str
@@ -137,3 +139,4 @@ class SweepRef:
     experiment_id: str
     parent_run_id: str | None = None
     run_ids: Mapping[str, str] = field(default_factory=dict)
+    ended: bool = False

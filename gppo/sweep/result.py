@@ -8,7 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from gppo import metrics as M
 from gppo.store.state import State, SweepRef
+from gppo.store.tracking import store_exception
 from gppo.sweep.running.attempts import DONE, RUNNING, CellState
 from gppo.sweep.session import SweepContext
 
@@ -76,20 +78,32 @@ def close_launch(
         on_update(result)
         return
     runs = {cid: st.run_id for cid, st in result.cells.items() if st.run_id}
+    running = any(c.state == RUNNING for c in result.cells.values())
+    ended = not running and (result.ok or bool(result.left))
     result.ref = SweepRef(
-        ctx.sweep_id, ctx.tracking.uri, ctx.experiment_id, ctx.parent_run_id, runs
+        ctx.sweep_id, ctx.tracking.uri, ctx.experiment_id, ctx.parent_run_id, runs, ended=ended
     )
+    _record_budget_left(ctx, bool(result.left) and not running)
 
     def report() -> None:
         on_update(result)
         if result.ok and after_sweep is not None:
             run_after_sweep_hook(ctx, result, after_sweep)
 
-    if any(c.state == RUNNING for c in result.cells.values()):
+    if running:
         report()
         return
     status = "FINISHED" if result.ok else ("KILLED" if result.interrupted else "FAILED")
     ctx.close(status, meanwhile=report)  # the report is written while the local head stops
+
+
+def _record_budget_left(ctx: SweepContext, left: bool) -> None:
+    """Say on the parent run whether this launch ended with cells its budget left
+    (:data:`gppo.metrics.TAG_BUDGET_LEFT`); a store error costs only that later report's words."""
+    try:
+        ctx.tracking.set_tags(ctx.parent_run_id, {M.TAG_BUDGET_LEFT: str(left).lower()})
+    except (store_exception(), OSError) as exc:
+        log.warning("the budget's end not recorded on the sweep's run (the store: %s)", exc)
 
 
 def run_after_sweep_hook(ctx: SweepContext, result: LaunchResult, hook: AfterSweep) -> None:

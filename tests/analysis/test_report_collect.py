@@ -178,6 +178,25 @@ def test_find_sweep_names_the_store_and_the_sweep_when_absent(store):
         find_sweep(store.sweep_id, store.uri, experiment="absent")
 
 
+def test_find_sweep_says_whether_the_last_launch_ended_the_sweep(store):
+    """``gppo-sweep report`` after a launch reads the launch's end from the store (the parent
+    run FINISHED, or the budget-left tag on an ended one), so an adaptive sweep's rows left by a
+    budget read so there too; a relaunch sets the parent RUNNING again."""
+    assert not find_sweep(store.sweep_id, store.uri).ended  # a launch under way
+    store.tracking.terminate(store.parent, "FINISHED")
+    assert find_sweep(store.sweep_id, store.uri).ended
+    store.tracking.sweep_run(store.exp, store.sweep_id)  # a relaunch
+    assert not find_sweep(store.sweep_id, store.uri).ended
+    for status in ("FAILED", "KILLED"):
+        store.tracking.terminate(store.parent, status)
+        assert not find_sweep(store.sweep_id, store.uri).ended
+    # a launch that ended with cells its budget left (a failed seed made it FAILED) ended it
+    store.tracking.set_tags(store.parent, {M.TAG_BUDGET_LEFT: "true"})
+    assert find_sweep(store.sweep_id, store.uri).ended
+    store.tracking.sweep_run(store.exp, store.sweep_id)  # until a relaunch is under way
+    assert not find_sweep(store.sweep_id, store.uri).ended
+
+
 def test_a_stopped_run_is_reported_as_stopped_not_failed(store):
     """``gppo-sweep cancel`` ends a run KILLED: Table 1 says it was stopped, in the same words
     as ``status`` (one vocabulary, gppo.store.state)."""
