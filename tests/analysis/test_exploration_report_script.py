@@ -102,6 +102,21 @@ def test_the_study_pages_gain_tables_are_the_scripts(page, spec, axis, data, tmp
     assert shown and shown == {key: got[key] for key in shown}
 
 
+def test_the_rare_learnable_pages_low_side_and_step_tables_are_the_scripts(tmp_path):
+    """Issue 59 items 1-2: the page's two tables are what the script prints from the data."""
+    argv = [str(ROOT / "configs" / "rare-learnable.yaml"), "--axis", "local.base_temperature"]
+    argv += ["--out", str(tmp_path), "--runs", str(ROOT / "docs/data/rare-learnable-runs.csv")]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert SCRIPT.main(argv) == 0
+    text = out.getvalue()
+    tables = text[text.index("## Low-side clip fraction") :]
+    rows = [ln for ln in tables.splitlines() if ln.startswith("| ")]
+    assert len(rows) == 2 * (2 + 12)  # two tables: header, rule, 4 levels x 3 estimators
+    page = (ROOT / "docs" / "studies" / "rare-learnable.md").read_text()
+    assert [r for r in rows if r not in page] == []
+
+
 # --- issue 59: the low side's clip fractions and abs_log_ratio -----------------------------------
 
 BUCKETS = [b[0] for b in MU_BUCKETS]
