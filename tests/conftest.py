@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import json
 import multiprocessing.process
 import os
 import platform
@@ -105,6 +106,30 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         reaped = reap_orphans(before)
         if reaped:
             item.warn(pytest.PytestWarning(f"ended processes the test left: {', '.join(reaped)}"))
+
+
+#: where the suite writes its timeline when set: one JSON line per test phase (``nodeid``, ``when``,
+#: ``worker``, ``start``, ``stop``, ``outcome``), read by ``python tests/timeline.py FILE``
+TIMELINE_ENV = "GPPO_TEST_TIMELINE"
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With :data:`TIMELINE_ENV` set, the pytest process that reports (xdist's controller, or the
+    only process) appends each phase's times and worker: which worker was the suite's long pole."""
+    path = os.environ.get(TIMELINE_ENV)
+    if not path or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    line = {
+        "nodeid": report.nodeid,
+        "when": report.when,
+        "worker": getattr(gateway, "id", "main"),
+        "start": report.start,
+        "stop": report.stop,
+        "outcome": report.outcome,
+    }
+    with open(path, "a") as out:
+        out.write(json.dumps(line) + "\n")
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
