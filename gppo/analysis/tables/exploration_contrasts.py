@@ -202,9 +202,8 @@ def runs_frame(
         }
         row.update(_clip_means(client, run.run_id, "high"))
         probe = dict(metric_steps(client, run.run_id, M.PROBE_P_ANSWER))
-        row["p_answer_0"] = probe.get(0, math.nan)
-        row[f"p_answer_{RISE_STEP}"] = probe.get(RISE_STEP, math.nan)
-        row["rise"] = row[f"p_answer_{RISE_STEP}"] / row["p_answer_0"]
+        p0, p_rise = probe.get(0, math.nan), probe.get(RISE_STEP, math.nan)
+        row["p_answer_0"], row[f"p_answer_{RISE_STEP}"], row["rise"] = p0, p_rise, p_rise / p0
         row.update(_clip_means(client, run.run_id, "low"))  # new columns after the old ones
         moves = metric_steps(client, run.run_id, M.ABS_LOG_RATIO)
         row["abs_log_ratio"] = _step_mean(moves)
