@@ -450,3 +450,18 @@ def test_two_specs_report_their_runs_together(monkeypatch, tmp_path):
     assert [r[:2] for r in contrasts if r[1].startswith("binary")] == [
         ["ppo_epochs 2, base_temperature 1.0", "binary - mc"]
     ]
+
+
+def test_the_updates_per_batch_page_holds_the_scripts_tables(tmp_path):
+    """Issue 59 items 3-5: every table row the script prints from the study's data file (both
+    sweeps, two axes) is on the page, so the page's tables are recomputed from the data file."""
+    configs = ROOT / "configs"
+    argv = [str(configs / "updates-per-batch.yaml"), str(configs / "updates-per-batch-binary.yaml")]
+    argv += ["--axis", "local.ppo_epochs", "--axis", "local.base_temperature"]
+    argv += ["--out", str(tmp_path), "--runs", str(ROOT / "docs/data/updates-per-batch-runs.csv")]
+    rc, out = _report(argv)
+    assert rc == 0
+    rows = [ln for ln in out.splitlines() if ln.startswith("| ")]
+    assert len(rows) > 60  # seven tables of six or seven levels
+    page = (ROOT / "docs" / "studies" / "updates-per-batch.md").read_text()
+    assert [r for r in rows if r not in page] == []
