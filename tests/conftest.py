@@ -13,11 +13,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import multiprocessing.process
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -55,6 +57,8 @@ USER_STATE_VARS = (
 
 #: the folder this process made (and so removes); absent in xdist workers
 _OWNED_HOME = pytest.StashKey[Path]()
+#: the verl CPU environment's background build this process started (None: none needed)
+_VERL_ENV_BUILD = pytest.StashKey["subprocess.Popen | None"]()
 
 
 def fresh_machine_env(root: Path, worker: str | None = None) -> dict[str, str]:
@@ -134,7 +138,13 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """The process that made the suite's machine folder removes it; every pytest process first
-    ends the orphans it left (a session fixture's processes whose stop failed)."""
+    ends the orphans it left (a session fixture's processes whose stop failed) and a verl CPU
+    environment build still under way (a run that never reached the verl tests)."""
+    build = config.stash.get(_VERL_ENV_BUILD, None)
+    if build is not None and build.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(build.pid, signal.SIGKILL)
+        build.wait()
     reap_orphans(daemons=True)
     owned = config.stash.get(_OWNED_HOME, None)
     if owned is not None:
@@ -198,10 +208,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             "mark these @pytest.mark.slow (they start processes):\n" + "\n".join(bad)
         )
     # the verl CPU tests run last: their environment (scripts/verl-cpu-env.sh, minutes to build)
-    # can then be built in the background while the rest runs, as .ci/run does
+    # is built in the background while the rest runs, started by one pytest process (the only
+    # one, or xdist's first worker: each worker collects every test)
     needs_env = [item for item in items if "verl_cpu_venv" in getattr(item, "fixturenames", ())]
     if needs_env:
         items[:] = [item for item in items if item not in needs_env] + needs_env
+        if os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
+            from backends.verl.conftest import start_building
+
+            home = Path(os.environ[SUITE_HOME_ENV])
+            config.stash[_VERL_ENV_BUILD] = start_building(home / "verl-cpu-env.log")
 
 
 @pytest.fixture(autouse=True)

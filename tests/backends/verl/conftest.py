@@ -104,10 +104,25 @@ def tiny_model_dir(tmp_path_factory):
     return tiny_causal_lm(tmp_path_factory.mktemp("tiny-qwen2"))
 
 
-#: The verl CPU environment the CPU-mode tests run in (scripts/verl-cpu-env.sh); built on first
-#: use when missing (about 2.5 minutes), so a fresh machine runs these tests like CI does (where
-#: .ci/run starts the build in the background and these tests, ordered last, wait for it).
+#: The verl CPU environment the CPU-mode tests run in (scripts/verl-cpu-env.sh). On a machine
+#: without it the suite starts building it in the background as soon as it has collected a test
+#: that needs it (:func:`start_building`, about 1.5 minutes); those tests, ordered last, wait for
+#: the build through the script's lock, so README's test command and .ci/run build it alike.
 VERL_CPU_VENV = Path(os.environ.get("GPPO_VERL_CPU_VENV", REPO / ".venv-verl-cpu"))
+VERL_CPU_SCRIPT = REPO / "scripts" / "verl-cpu-env.sh"
+
+
+def start_building(log: Path) -> subprocess.Popen | None:
+    """Start scripts/verl-cpu-env.sh in the background (its own session, output to ``log``) when
+    the environment's interpreter is missing; None when there is one (the fixture checks it).
+    The caller ends it at the session's end if it is still running."""
+    if (VERL_CPU_VENV / "bin" / "python").exists():
+        return None
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            ["bash", str(VERL_CPU_SCRIPT)], env=dict(os.environ, VENV=str(VERL_CPU_VENV)),
+            stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
 
 
 def _cpu_env_ready(venv: Path) -> bool:
@@ -125,12 +140,12 @@ def _cpu_env_ready(venv: Path) -> bool:
 @pytest.fixture(scope="session")
 def verl_cpu_venv() -> Path:
     """The verl CPU environment's directory, built here when needed: the script takes the
-    environment's lock, so a build already under way (started by .ci/run) is waited for, not
-    repeated, and a ready environment is left as it is."""
+    environment's lock, so a build already under way (:func:`start_building`'s) is waited for,
+    not repeated, and a ready environment is left as it is."""
     if not _cpu_env_ready(VERL_CPU_VENV):
         env = dict(os.environ, VENV=str(VERL_CPU_VENV))
         proc = subprocess.run(
-            ["bash", str(REPO / "scripts" / "verl-cpu-env.sh")],
+            ["bash", str(VERL_CPU_SCRIPT)],
             env=env, capture_output=True, text=True, timeout=1500,
         )  # fmt: skip
         assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]

@@ -155,10 +155,12 @@ def test_launch_trains_verl_cells_through_vllm_faults_and_a_killed_launcher(
     The cell finishes with its evaluations, non-zero gradients and every training step once,
     and the relaunch prints its Table 1."""
     # A step with its checkpoint takes 1-3 s on two cores. The test acts on a step once verl's
-    # metrics reach the run (mirrored every second here) and it has read them: with a 5-s mirror
-    # and a fresh client per poll it once saw a step 28 steps late. Each fault needs a step of
-    # its own attempt, so 60 steps leave room for both faults however late each is seen.
-    steps = 60
+    # metrics reach the run (mirrored every second here) and it has read them (one client for the
+    # test, one metric-history read a poll): within a step or two. (With a 5-s mirror and a fresh
+    # client per poll it once saw a step 28 steps late.) Each fault needs a step of its own
+    # attempt; 30 steps leave room for both, and the relaunch trains the rest (each step about
+    # 2 s of CPU: 60 steps cost the suite a minute more).
+    steps = 30
     spec = _spec(
         tmp_path,
         verl={"total_steps": steps, "eval_every": steps, "save_every": 1, "mirror_every_s": 1},
