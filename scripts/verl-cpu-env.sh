@@ -3,14 +3,12 @@
 # and pre-flight of the verl backend on a laptop or in CI (configs/verl-cpu-smoke.yaml). Not for
 # training real models.
 #
-#   scripts/verl-cpu-env.sh                 # creates .venv-verl-cpu (about 1.5 min, 3 GiB)
+#   scripts/verl-cpu-env.sh                 # creates .venv-verl-cpu (about 2 min, 3 GiB)
 #   VENV=/path/to/venv scripts/verl-cpu-env.sh
 #
 # Installs requirements/verl-cpu.txt with --no-deps (a fully pinned list: see requirements/verl-cpu.in
 # for why no resolver can do it), the metadata-only `vllm` distribution verl looks for
-# (requirements/vllm-name), and this project, editable. CPython 3.11 on x86-64 Linux. Without
-# byte-compiling (--no-compile): Python compiles the few modules a run imports on first use; pip
-# compiling every file of torch, transformers and vLLM took 123 s of the build instead of 67 s.
+# (requirements/vllm-name), and this project, editable. CPython 3.11 on x86-64 Linux.
 #
 # One build at a time: the script holds an exclusive lock on "$VENV.lock" (flock) and does nothing
 # when the environment already imports vLLM, verl and this checkout's gppo. So it can run in the
@@ -32,7 +30,7 @@ if ready; then
 fi
 "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q --no-compile --no-deps -r requirements/verl-cpu.txt
-"$VENV/bin/python" -m pip install -q --no-compile --no-deps ./requirements/vllm-name
-"$VENV/bin/python" -m pip install -q --no-compile --no-deps -e .
+"$VENV/bin/python" -m pip install -q --no-deps -r requirements/verl-cpu.txt
+"$VENV/bin/python" -m pip install -q --no-deps ./requirements/vllm-name
+"$VENV/bin/python" -m pip install -q --no-deps -e .
 "$VENV/bin/python" -c 'import vllm, verl, gppo.backends.verl.plugin; print(f"verl-cpu-env: ready in '"$VENV"' (verl {verl.__version__}, vllm {vllm.__version__})")'
