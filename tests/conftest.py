@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from suite_processes import TEST_WORKER_ENV, reap_orphans, started_here
+from suite_processes import TEAM_FIXTURES, TEST_WORKER_ENV, reap_orphans, started_here
 
 from gppo.backends.checkresult import StepTiming
 
@@ -153,9 +153,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 #: Fixtures that start processes (Ray heads, servers, the verl CPU environment).
-PROCESS_FIXTURES = frozenset(
-    {"ray_cluster", "ray_two_nodes", "mlflow_server", "postgres", "team", "verl_cpu_venv"}
-)
+PROCESS_FIXTURES = frozenset({"ray_cluster", "verl_cpu_venv", *TEAM_FIXTURES})
 
 
 def unmarked_process_use(item: pytest.Item) -> str | None:
@@ -180,12 +178,25 @@ TRAINING_TESTS = (
 )
 #: the one work unit they form (pyproject's addopts: ``-n 2``)
 TRAINING_GROUP = "training"
+#: The tests on the team's services (tests/sweep/servers.py: a two-node Ray cluster, an MLflow
+#: server, PostgreSQL): one work unit, so one worker starts the team once, runs them one after
+#: another and stops it after the last (``SharedTeam``), rather than each worker holding its own
+#: team, idle, to the session's end.
+TEAM_TESTS = (
+    "tests/sweep/test_secrets_scan.py",
+    "tests/sweep/test_team_setup.py",
+    "tests/sweep/tuning/test_tune_postgres.py",
+)
+TEAM_GROUP = "team"
 
 
 def work_unit(nodeid: str) -> str:
     """The unit of work pytest-xdist hands one worker: :data:`TRAINING_GROUP` for a test among
-    :data:`TRAINING_TESTS` (so they run one at a time), else the test alone."""
-    return TRAINING_GROUP if nodeid.startswith(TRAINING_TESTS) else nodeid
+    :data:`TRAINING_TESTS` (so they run one at a time), :data:`TEAM_GROUP` for one among
+    :data:`TEAM_TESTS`, else the test alone."""
+    if nodeid.startswith(TRAINING_TESTS):
+        return TRAINING_GROUP
+    return TEAM_GROUP if nodeid.startswith(TEAM_TESTS) else nodeid
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log):
@@ -201,11 +212,24 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
     return TrainingApart(config, log)
 
 
+def unlisted_team_use(item: pytest.Item) -> bool:
+    """Whether ``item`` stands on the team's services outside :data:`TEAM_TESTS` (its worker
+    would start a team of its own)."""
+    uses = TEAM_FIXTURES & set(getattr(item, "fixturenames", ()))
+    return bool(uses) and not item.nodeid.startswith(TEAM_TESTS)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     bad = [f"{item.nodeid} {why}" for item in items if (why := unmarked_process_use(item))]
     if bad:
         raise pytest.UsageError(
             "mark these @pytest.mark.slow (they start processes):\n" + "\n".join(bad)
+        )
+    unlisted = [item.nodeid for item in items if unlisted_team_use(item)]
+    if unlisted:
+        raise pytest.UsageError(
+            "add these to TEAM_TESTS in tests/conftest.py (they use the team's services):\n"
+            + "\n".join(unlisted)
         )
     # the verl CPU tests run last: their environment (scripts/verl-cpu-env.sh, minutes to build)
     # is built in the background while the rest runs, started by one pytest process (the only

@@ -19,6 +19,9 @@ TEST_WORKER_ENV = "GPPO_TEST_WORKER"
 #: started by ``pg_ctl``: an orphan from its first second that lives as long as its fixture);
 #: :func:`reap_orphans` leaves it alone until the session's end
 DAEMON_ENV = "GPPO_TEST_DAEMON"
+#: the fixtures that stand on the team's services, started together for the tests that need them
+#: (tests/sweep/servers.py's ``SharedTeam``; tests/conftest.py's ``TEAM_TESTS``)
+TEAM_FIXTURES = frozenset({"team", "ray_two_nodes", "postgres", "mlflow_server"})
 
 
 def started_here() -> dict[tuple[int, float], psutil.Process]:

@@ -59,3 +59,38 @@ def test_a_fixtures_daemon_outlives_each_test_and_ends_with_the_session():
     with pytest.raises(psutil.NoSuchProcess):
         daemon.wait(timeout=10)
         daemon.status()
+
+
+def test_the_team_stops_after_the_last_test_that_needs_it_and_not_within_a_module():
+    """tests/sweep/servers.py's SharedTeam: its services (a Ray cluster, an MLflow server,
+    PostgreSQL) are stopped once the next test neither needs them nor shares the module whose
+    module-scoped fixtures hold them."""
+    import contextlib
+    from types import SimpleNamespace
+
+    from sweep.servers import SharedTeam
+
+    stops: list[str] = []
+    shared = SharedTeam()
+
+    def started() -> None:
+        stack = contextlib.ExitStack()
+        stack.callback(stops.append, "stopped")
+        shared._team, shared._stack = object(), stack  # type: ignore[assignment]
+
+    mod_a, mod_b, mod_c = object(), object(), object()
+    team_a = SimpleNamespace(module=mod_a, fixturenames=["tmp_path", "ray_two_nodes"])
+    plain_a = SimpleNamespace(module=mod_a, fixturenames=["tmp_path"])
+    team_b = SimpleNamespace(module=mod_b, fixturenames=["team"])
+    plain_c = SimpleNamespace(module=mod_c, fixturenames=[])
+    started()
+    shared.after(team_a, plain_a)  # same module: its module fixtures hold the team
+    shared.after(plain_a, team_b)  # the next test needs it
+    assert stops == []
+    shared.after(team_b, plain_c)  # another module's test, without the team
+    assert stops == ["stopped"]
+    started()
+    shared.after(team_b, None)  # the last test of the session
+    assert stops == ["stopped", "stopped"]
+    shared.after(plain_c, None)  # nothing to stop
+    assert stops == ["stopped", "stopped"]

@@ -247,7 +247,7 @@ def _trl_real_section(tmp_path: Path) -> dict:
 def _run_verl(cell: Cell, tmp_path: Path, monkeypatch) -> tuple[object, str, int]:
     """verl's entrypoint around a stand-in of verl's trainer that logs as verl's does (its own
     ``Tracking`` into the run): the trainer itself needs a GPU or the CPU venv (its real runs are
-    tests/backends/verl/test_verl_cpu_launch.py and test_verl_learning.py)."""
+    tests/backends/verl/test_verl_cpu_launch.py)."""
     import gppo.backends.verl.__main__ as entry
 
     from .verl.test_verl_metrics_map import _train, _val, _verl_session

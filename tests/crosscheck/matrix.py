@@ -122,6 +122,27 @@ def _cli_run(args: list[str], cwd: Path, timeout: float = 300) -> tuple[int, str
     return done.returncode, done.stdout + done.stderr
 
 
+def _cli_in_process(args: list[str], cwd: Path) -> tuple[int, str]:
+    """``report`` or ``status`` in this process (typer's ``CliRunner``, the CLI's own app), in
+    ``cwd``, without the caller's MLflow or Ray variables: the same command without a new
+    interpreter's 5-8 s of CPU for its imports (MLflow, SQLAlchemy, torch, scipy) each time."""
+    import contextlib
+    import traceback
+
+    import sweep.probe_backend  # noqa: F401  (registers the probe backend)
+    from typer.testing import CliRunner
+
+    from gppo.cli import app
+
+    unset = {k: None for k in os.environ if k.startswith(("MLFLOW_", "RAY_ADDRESS"))}
+    with contextlib.chdir(cwd):
+        got = CliRunner().invoke(app, args, env={**unset, "COLUMNS": "200"})
+    out = got.output
+    if got.exception is not None and not isinstance(got.exception, SystemExit):
+        out += "".join(traceback.format_exception(got.exception))
+    return got.exit_code, out
+
+
 def _kill9_after_first_run(spec: Path, folder: Path) -> None:
     proc = subprocess.Popen([*_cli(), "launch", str(spec)], cwd=folder, env=_env(),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
@@ -151,14 +172,14 @@ def run_combo(combo: Combo, folder: Path, address: str | None) -> list[str]:
     if "Traceback" in out:
         return [f"launch crashed (exit {code}): {out[-3000:]}"]
     report = folder / "report"
-    code, rep = _cli_run(["report", str(path), "--out", str(report)], folder)
+    code, rep = _cli_in_process(["report", str(path), "--out", str(report)], folder)
     if code != 0:
         return [f"report exit {code}: {rep[-3000:]}"]
     every = runs_frame(spec["tracking"]["uri"], spec["name"])
     runs = every[every["finished"]]
     adaptive = Adaptive.of_spec(spec) if combo.seeds == "adaptive" else None
     bad = disagreements(report, every, list(AXES[combo.axis]), adaptive=adaptive)
-    code, status = _cli_run(["status", str(path)], folder)
+    code, status = _cli_in_process(["status", str(path)], folder)
     bad += status_disagreements(status, every) if code == 0 else [f"status exit {code}: {status}"]
     bad += _simple_facts(combo, spec, runs)
     return bad

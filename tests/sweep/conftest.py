@@ -15,7 +15,7 @@ import yaml
 from gppo.sweep.cluster.connect import start_local_head, stop_local_head
 
 from . import probe_backend  # noqa: F401  (registers the "probe" backend)
-from .servers import mlflow_server, postgres, ray_two_nodes, team  # noqa: F401  (session fixtures)
+from .servers import SHARED_TEAM, mlflow_server, postgres, ray_two_nodes, team  # noqa: F401
 
 TESTS_DIR = Path(__file__).resolve().parents[1]
 
@@ -39,6 +39,17 @@ def ray_cluster():
     """A local Ray head on loopback with free ports (started once)."""
     with local_head() as cluster:
         yield cluster
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
+    """After a test's fixtures are torn down: stop the team if no test next needs it."""
+    yield
+    SHARED_TEAM.after(item, nextitem)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    SHARED_TEAM.stop()
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""Real servers on loopback for the team-setup tests, each started once per session:
+"""Real servers on loopback for the team-setup tests, started together (:class:`SharedTeam`) for
+the run of tests that need them:
 
 * ``ray_two_nodes``: a Ray head with no CPUs for jobs and a worker node (2 CPUs and the custom
   resource :data:`WORKER_RESOURCE`) as separate ``ray start --block`` processes with their own
@@ -37,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from suite_processes import DAEMON_ENV
+from suite_processes import DAEMON_ENV, TEAM_FIXTURES
 
 from gppo.ports import free_port, free_ports
 from gppo.sweep.cluster import ray_http
@@ -409,8 +410,8 @@ class Team:
     mlflow: MlflowServer
 
 
-@pytest.fixture(scope="session")
-def team():
+@contextlib.contextmanager
+def team_services():
     """PostgreSQL, then the mlflow server and the Ray cluster starting side by side (~1 min)."""
     root = Path(tempfile.mkdtemp(prefix="gppo-team-", dir="/tmp"))
     root.chmod(0o755)  # the postgres user (PostgreSQL as root) must reach its data dir
@@ -433,16 +434,62 @@ def team():
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+class SharedTeam:
+    """The team of this pytest process, started by the first test that needs it and stopped after
+    the last of a run of such tests (:meth:`after`, from ``pytest_runtest_teardown``), not at the
+    session's end: idle, its Ray cluster, MLflow server and PostgreSQL took 4 s of CPU a minute,
+    and the suite schedules the tests that need it one after another on one worker
+    (tests/conftest.py, :data:`TEAM_TESTS`)."""
+
+    def __init__(self) -> None:
+        self._stack: contextlib.ExitStack | None = None
+        self._team: Team | None = None
+
+    def get(self) -> Team:
+        if self._team is None:
+            stack = contextlib.ExitStack()
+            self._team = stack.enter_context(team_services())
+            self._stack = stack
+        return self._team
+
+    def stop(self) -> None:
+        stack, self._stack, self._team = self._stack, None, None
+        if stack is not None:
+            stack.close()
+
+    def after(self, item: pytest.Item, nextitem: pytest.Item | None) -> None:
+        """Stop the team once ``item``'s teardown is done unless the next test needs it or is in
+        the same module (whose module-scoped fixtures hold this team)."""
+        if self._team is None:
+            return
+        if nextitem is not None and (
+            nextitem.module is item.module  # type: ignore[attr-defined]
+            or TEAM_FIXTURES & set(getattr(nextitem, "fixturenames", ()))
+        ):
+            return
+        self.stop()
+
+
+SHARED_TEAM = SharedTeam()
+
+
+@pytest.fixture(scope="module")
+def team():
+    """The process's team (:class:`SharedTeam`): module-scoped, so a module's tests and its
+    module fixtures see one team; it outlives the module while the next test needs it."""
+    return SHARED_TEAM.get()
+
+
+@pytest.fixture(scope="module")
 def ray_two_nodes(team):
     return team.ray
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def postgres(team):
     return team.postgres
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def mlflow_server(team):
     return team.mlflow
