@@ -160,7 +160,7 @@ def write_report(
     plan: Plan | None = None,
     reference: str | None = None,
     formats: str | Sequence[str] = "all",
-    figures: bool = True,
+    figures: bool | None = None,
     attach: bool = True,
     ended: bool | None = None,
     test: str | None = None,
@@ -182,6 +182,7 @@ def write_report(
             ``gppo-sweep report`` after the launch writes the launch's own Stopped column.
         test, correction: Table 1's test (``welch`` | ``pooled``) and correction (``bh`` |
             ``holm``); default: the plan's ``analysis:`` (else welch, bh).
+        figures: draw the figures; default: the plan's ``analysis.figures`` (else True).
 
     Adaptive seeds (``seeds: {min, max}``): each row of Table 1 says why it stopped, Δ shows
     the design's interval (:mod:`gppo.analysis.tables.adaptive_stops`), the page the runs used.
@@ -198,6 +199,7 @@ def write_report(
     chosen = plan.spec.analysis if plan is not None else None
     test = test or (chosen.test if chosen else S.DEFAULT_TEST)
     correction = correction or (chosen.correction if chosen else "bh")
+    figures = (chosen.figures if chosen else True) if figures is None else figures
     adaptive = _adaptive(plan, got, reference, ref.ended if ended is None else ended)
     mark = adaptive.mark if adaptive else None
     if adaptive:  # the cells the rounds did not need are not missing

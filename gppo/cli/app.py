@@ -287,7 +287,10 @@ def launch(
             console.print(f"Table 1 at {axes.tables[axes.home].label}", markup=False)
         print_table1(console, result.report.table)
         folder = result.report.files[0].parent if result.report.files else "?"
-        console.print(f"report (tables and figures): {folder}", markup=False)
+        what = (
+            "tables and figures" if p.spec.analysis.figures else "tables; analysis.figures: false"
+        )
+        console.print(f"report ({what}): {folder}", markup=False)
         if getattr(result.report, "page", None) is not None:
             console.print(f"report page (one HTML file): {result.report.page}", markup=False)
     if result.count(State.DONE):

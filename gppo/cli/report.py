@@ -50,7 +50,14 @@ def report(
     tracking_uri: Annotated[
         str | None, typer.Option("--tracking-uri", help="Override the spec's MLflow URI.")
     ] = None,
-    figures: Annotated[bool, typer.Option("--figures/--no-figures")] = True,
+    figures: Annotated[
+        bool | None,
+        typer.Option(
+            "--figures/--no-figures",
+            help="Draw Figures 1-2 and the aggregate view (default: the spec's analysis.figures, "
+            "else yes).",
+        ),
+    ] = None,
     attach: Annotated[
         bool, typer.Option("--attach/--no-attach", help="Log files to the sweep's parent run.")
     ] = True,
@@ -82,7 +89,8 @@ def report(
         test, correction = R.parse_analysis(analysis)
         if csvs:
             result = R.write_report_from_csv(
-                csvs, out, reference=reference or REFERENCE, formats=format, figures=figures,
+                csvs, out, reference=reference or REFERENCE, formats=format,
+                figures=figures is not False,
                 select=select or (), test=test or S.DEFAULT_TEST, correction=correction or "bh",
             )  # fmt: skip
         else:

@@ -292,15 +292,19 @@ MAX_SEEDS = 10_000
 
 
 class AnalysisSpec(_Strict):
-    """``analysis: {test, correction}``: Table 1's comparison with the reference
+    """``analysis: {test, correction, figures}``: Table 1's comparison with the reference
     (docs/statistics.md). ``test``: ``welch`` (each comparison's own variances,
     Welch-Satterthwaite; the default) or ``pooled`` (one within-cell variance pooled over the
     table's rows; assumes equal seed variances); the adaptive rule tests with the same at every
     look. ``correction``: ``bh`` (Benjamini-Hochberg, the default) or ``holm`` for Table 1's
-    mark (the adaptive rule always holds the family-wise rate, Holm)."""
+    mark (the adaptive rule always holds the family-wise rate, Holm). ``figures``: whether the
+    sweep's reports (``launch``'s at the end, ``gppo-sweep report``'s unless it says
+    ``--figures``) draw Figures 1-2 and the aggregate view (the default) or only write the
+    tables and the page: about 3 s of CPU less per report, for scripted or many small sweeps."""
 
     test: Literal["welch", "pooled"] = defaults.TEST
     correction: Literal["bh", "holm"] = "bh"
+    figures: bool = True
 
 
 class AdaptiveSeeds(_Strict):

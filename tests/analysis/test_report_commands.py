@@ -186,3 +186,40 @@ def test_report_of_a_sweep_that_never_ran_exits_2_with_one_line(tmp_path, store)
         f"{store.uri}: no sweep {sweep_id!r} in experiment 'demo' (launch it first)"
     )
     assert not (tmp_path / "o").exists()  # nothing half-written
+
+
+@pytest.mark.slow  # the first figure of a fresh HOME builds matplotlib's font cache (fc-list)
+@pytest.mark.parametrize(
+    ("in_spec", "flag", "drawn"),
+    [
+        (True, None, True),
+        (False, None, False),
+        (False, "--figures", True),
+        (True, "--no-figures", False),
+    ],
+)
+def test_report_draws_the_figures_as_the_spec_says_unless_the_flag_says_otherwise(
+    tmp_path, store, in_spec, flag, drawn
+):
+    """``analysis.figures`` is the default of ``report`` (and of launch's report); the command
+    line's ``--figures`` / ``--no-figures`` wins over it."""
+    spec = tmp_path / "grid.yaml"
+    spec.write_text(
+        "name: demo\nbackend: local\nlocal: {domain: math}\n"
+        "grid: {divergences: [tv, kl], estimators: [mc]}\n"
+        f"analysis: {{figures: {str(in_spec).lower()}}}\n"
+        f"tracking: {{uri: '{store.uri}'}}\n"
+    )
+    plan = load_plan(spec)
+    store.sweep(plan.sweep_id)
+    bench = list(plan.cells[0].benchmarks)
+    for div, score in (("tv", 0.25), ("kl", 0.5)):
+        store.cell(
+            "gppo", div, "mc", scores=dict.fromkeys(bench, score), base=dict.fromkeys(bench, 0.1)
+        )
+    out = tmp_path / "out"
+    args = ["report", str(spec), "-o", str(out), "--no-attach", *([flag] if flag else [])]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert (out / "table1.md").is_file() and (out / "report.html").is_file()
+    assert (out / "figure1_regions.png").is_file() is drawn, sorted(p.name for p in out.iterdir())

@@ -74,6 +74,9 @@ def write_spec(tmp_path: Path, address: str | None, name: str = "probe", **overr
             "resources": {"num_cpus": 0.5},
         },
         "retries": {"max": 1, "backoff_s": 0.2},
+        # the tables and the page only: these tests check the sweep, not its figures (tests/
+        # analysis draws them, test_quickstart_path checks a launch's), about 3 s of CPU a report
+        "analysis": {"figures": False},
     }
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(spec.get(key), dict):

@@ -54,6 +54,10 @@ def test_quickstart_launch_trains_local_cells_under_its_own_ray_head(tmp_path) -
     table = out[out.index("Divergence") :]
     for label in ("MC (GRPO)", "Atomic", "GSPO", "Base model", "add-small", "add3", "Avg."):
         assert label in table, out[-4000:]
+    # the launch's report draws the figures (analysis.figures, on by default)
+    assert "report (tables and figures)" in out, out[-2000:]
+    (report,) = tmp_path.glob("reports/*/")
+    assert {"figure1_regions.png", "aggregate_intervals.png"} <= {p.name for p in report.iterdir()}
 
     client = MlflowClient(uri)
     (exp,) = [e for e in client.search_experiments() if e.name != "Default"]

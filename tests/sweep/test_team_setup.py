@@ -115,7 +115,9 @@ def test_multinode_team_setup_kill9_relaunch(tmp_path, monkeypatch, ray_two_node
     again = CliRunner().invoke(app, ["launch", str(spec)])
     assert again.exit_code == 0, again.output
     assert "6/6 done" in again.output, again.output
-    assert "report (tables and figures)" in again.output  # the table was printed above it
+    assert "report (tables; analysis.figures: false)" in again.output  # after the table
+    written = {p.name for p in dirs["c"].glob("reports/*/*")}  # write_spec: no figures
+    assert {"table1.md", "report.html"} <= written and not any(".png" in n for n in written)
 
     runs = cell_runs(mlflow_server, "team")
     assert not [r for r in runs if r.info.status == "RUNNING"]
