@@ -85,11 +85,15 @@ def server(tmp_path):
     srv.stop()
 
 
-def _spec(tmp_path: Path, address: str, uri: str, **tracking) -> Path:
+def _spec(tmp_path: Path, address: str, uri: str, name: str, **tracking) -> Path:
+    """A sweep of its own ``name`` per test: the two tests run side by side on the two workers,
+    and a launcher ends what is left of an attempt on this machine by its job's id (the sweep's
+    name and spec hash, the tracking URI not in it): with one name for both, the second test's
+    relaunch SIGTERMed the first test's cells mid-outage."""
     return write_spec(
         tmp_path,
         address,
-        name="outage",
+        name=name,
         grid={"divergences": ["tv", "kl", "hellinger"], "estimators": ["mc"]},
         probe={"steps": 8, "sleep_s": 3.0, "marker_dir": str(tmp_path / "m")},
         tracking={"uri": uri, **tracking},
@@ -126,7 +130,7 @@ def _attempts(tmp_path: Path) -> dict[str, int]:
 def test_a_tracking_server_away_for_60_s_loses_nothing(tmp_path, ray_cluster, server):
     """Over 120 s (about 3 min): the outage itself lasts 60 s, past MLflow's own first retries,
     which is what the launcher must ride out; then the cells finish."""
-    plan = load_plan(_spec(tmp_path, ray_cluster.address, server.uri))
+    plan = load_plan(_spec(tmp_path, ray_cluster.address, server.uri, "outage-60s"))
     events: list = []
     outage = _outage_after_first_start(tmp_path, server, down_s=60)
     result = Launcher(plan, poll_s=0.5, metrics_every_s=1.0, on_event=events.append).run()
@@ -151,7 +155,7 @@ def test_a_tracking_server_away_for_60_s_loses_nothing(tmp_path, ray_cluster, se
 def test_a_tracking_server_away_too_long_stops_the_launcher_and_a_relaunch_settles(
     tmp_path, ray_cluster, server
 ):
-    spec = _spec(tmp_path, ray_cluster.address, server.uri, unreachable_timeout_s=8)
+    spec = _spec(tmp_path, ray_cluster.address, server.uri, "outage-long", unreachable_timeout_s=8)
     plan = load_plan(spec)
     outage = _outage_after_first_start(tmp_path, server, down_s=20)
     t0 = time.monotonic()
